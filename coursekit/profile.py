@@ -1,0 +1,95 @@
+"""Device profiles: one place decides the device and the problem sizes.
+
+``full`` runs the source article's sizes on a CUDA GPU; ``smoke`` runs small
+sizes on CPU so a laptop or CI finishes a lesson in about a minute.
+
+The profile is chosen automatically (CUDA available -> ``full``, else
+``smoke``) and can be overridden with environment variables:
+
+* ``COURSEKIT_PROFILE=full|smoke`` picks the sizes;
+* ``COURSEKIT_DEVICE=cuda|cpu`` picks the device (default: the profile's).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, replace
+
+import torch
+
+PROFILE_ENV = "COURSEKIT_PROFILE"
+DEVICE_ENV = "COURSEKIT_DEVICE"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Problem sizes and measurement budget for one kind of machine."""
+
+    name: str
+    device: str
+    batch_size: int  # images per training step (lesson 1)
+    image_size: int  # square images, 3 channels
+    num_classes: int
+    loss_batch: int  # rows per call when a loss is measured on its own
+    loss_classes: int  # classes for the exercise's loss
+    steps: int  # timed training steps per measurement
+    warmup: int  # untimed calls before timing (compilation happens here)
+    trials: int  # interleaved A/B trials for a speed comparison
+    threads: int  # CPU threads used while timing (fixed for repeatability)
+
+    @property
+    def device_class(self) -> str:
+        """``cuda`` or ``cpu``: the key for device-aware thresholds."""
+        return "cuda" if self.device.startswith("cuda") else "cpu"
+
+    def describe(self) -> str:
+        """One line naming the profile, device and torch version."""
+        return (
+            f"profile={self.name} device={device_name(self.device)} "
+            f"torch={torch.__version__} batch={self.batch_size} "
+            f"image={self.image_size}x{self.image_size} threads={self.threads}"
+        )
+
+    def as_dict(self) -> dict:
+        """The profile plus device name and torch version, for reports."""
+        return {**asdict(self), "device_name": device_name(self.device), "torch": torch.__version__}
+
+
+PROFILES: dict[str, Profile] = {
+    "full": Profile(
+        name="full", device="cuda", batch_size=1024, image_size=256, num_classes=10,
+        loss_batch=8192, loss_classes=1000, steps=20, warmup=5, trials=15,
+        threads=max(1, min(8, os.cpu_count() or 1)),
+    ),
+    "smoke": Profile(
+        name="smoke", device="cpu", batch_size=32, image_size=32, num_classes=10,
+        loss_batch=512, loss_classes=100, steps=5, warmup=2, trials=9, threads=1,
+    ),
+}
+
+
+def device_name(device: str) -> str:
+    """A human name for ``device``: the GPU model on CUDA, ``cpu`` otherwise."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return "cpu"
+
+
+def get_profile(name: str | None = None, device: str | None = None) -> Profile:
+    """Return the active profile: arguments, then environment, then auto-detect."""
+    name = name or os.environ.get(PROFILE_ENV) or ("full" if torch.cuda.is_available() else "smoke")
+    if name not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={name!r} is not a profile; choose one of {sorted(PROFILES)}")
+    profile = PROFILES[name]
+    device = device or os.environ.get(DEVICE_ENV) or profile.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"profile {name!r} wants device {device!r} but CUDA is not available; "
+            f"set {PROFILE_ENV}=smoke (or {DEVICE_ENV}=cpu) to run on CPU"
+        )
+    return replace(profile, device=device)
+
+
+def apply_threads(profile: Profile) -> None:
+    """Fix the CPU thread count so timings repeat (a no-op for GPU kernels)."""
+    torch.set_num_threads(profile.threads)

@@ -1,0 +1,149 @@
+"""Timing that survives noisy machines.
+
+``time_per_call`` times one function; ``compare`` times a baseline and a
+candidate *interleaved* on fresh inputs and reports the median of per-trial
+ratios, which cancels slow drifts (thermal, other processes) that would bias
+two separate measurements.  Every sample synchronises the device, runs enough
+calls to lift it well above timer resolution, and is preceded by warm-up calls
+(where ``torch.compile`` does its compiling).
+
+``torch.utils.benchmark.Timer`` times one statement at a time and
+``triton.testing.do_bench`` is GPU-only; neither interleaves two candidates on
+shared fresh inputs, which is what an honest A/B ratio needs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+Args = Sequence[Any]
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait for queued device work, so a host clock measures it."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _sample(fn: Callable[..., Any], args: Args, calls: int, device: str) -> float:
+    """Seconds per call over ``calls`` back-to-back calls."""
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    synchronize(device)
+    return (time.perf_counter() - start) / calls
+
+
+def calls_for(fn: Callable[..., Any], args: Args, device: str, min_sample_s: float) -> int:
+    """How many calls make one sample last at least ``min_sample_s``."""
+    once = max(_sample(fn, args, 1, device), 1e-7)
+    return max(1, min(10_000, int(min_sample_s / once) + 1))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median and interquartile range over samples."""
+
+    median_s: float
+    q1_s: float
+    q3_s: float
+    samples: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _summary(values: list[float]) -> tuple[float, float, float]:
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return med, q1, q3
+
+
+def time_per_call(
+    fn: Callable[..., Any],
+    make_args: Callable[[int], Args],
+    *,
+    device: str,
+    warmup: int = 2,
+    samples: int = 7,
+    min_sample_s: float = 0.01,
+) -> Timing:
+    """Time ``fn(*make_args(i))`` with fresh arguments for every sample."""
+    for i in range(warmup):
+        fn(*make_args(-1 - i))
+    calls = calls_for(fn, make_args(0), device, min_sample_s)
+    values = [_sample(fn, make_args(i), calls, device) for i in range(samples)]
+    med, q1, q3 = _summary(values)
+    return Timing(med, q1, q3, samples)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Result of interleaved A/B timing: ``speedup`` = baseline time / candidate time."""
+
+    speedup: float  # median of per-trial ratios
+    speedup_q1: float
+    speedup_q3: float
+    baseline: Timing
+    candidate: Timing
+    trials: int
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "baseline": self.baseline.as_dict(), "candidate": self.candidate.as_dict()}
+
+
+def compare(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    make_args: Callable[[int], Args],
+    *,
+    device: str,
+    trials: int = 9,
+    warmup: int = 2,
+    min_sample_s: float = 0.01,
+    check: Callable[[Any, Args], None] | None = None,
+) -> Comparison:
+    """Interleave ``baseline`` and ``candidate`` over ``trials`` fresh inputs.
+
+    Each trial makes new arguments, times both functions on them (alternating
+    which goes first) and records the ratio.  ``check(output, args)``, when
+    given, is called on one candidate output per trial, outside the timed
+    region, so a candidate cannot pass by returning stale or cached results.
+    """
+    for i in range(warmup):
+        args = make_args(-1 - i)
+        baseline(*args)
+        candidate(*args)
+    first = make_args(0)
+    calls_a = calls_for(baseline, first, device, min_sample_s)
+    calls_b = calls_for(candidate, first, device, min_sample_s)
+    times_a: list[float] = []
+    times_b: list[float] = []
+    ratios: list[float] = []
+    for trial in range(trials):
+        args = make_args(trial)
+        if trial % 2:
+            b = _sample(candidate, args, calls_b, device)
+            a = _sample(baseline, args, calls_a, device)
+        else:
+            a = _sample(baseline, args, calls_a, device)
+            b = _sample(candidate, args, calls_b, device)
+        if check is not None:
+            check(candidate(*args), args)
+        times_a.append(a)
+        times_b.append(b)
+        ratios.append(a / b)
+    med, q1, q3 = _summary(ratios)
+    return Comparison(
+        speedup=med, speedup_q1=q1, speedup_q3=q3,
+        baseline=Timing(*_summary(times_a), trials), candidate=Timing(*_summary(times_b), trials),
+        trials=trials,
+    )

@@ -1,0 +1,108 @@
+"""Detect host<->device traffic: the hidden costs of lesson 1.
+
+Two kinds of event stall an accelerator from the host side:
+
+* **device-to-host syncs**: reading tensor data on the host (``.item()``,
+  ``bool(t)`` in an ``assert``/``if``, ``.tolist()``, ``.numpy()``).  The host
+  waits for the device to finish everything queued before it.
+* **host-built tensors**: tensors made from Python data inside the step
+  (``torch.tensor([...])``, ``torch.Tensor(list)``, indexing with a Python
+  ``range`` or list).  On a GPU each one is a host-to-device copy.
+
+On CPU neither costs a copy, but both show up in the profiler
+(``aten::_local_scalar_dense`` and ``aten::lift_fresh``), so the same check
+runs on a laptop and on a GPU.  On CUDA the profiler's memcpy events and
+``torch.cuda.set_sync_debug_mode`` warnings are counted too.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep kineto's start/stop chatter out of notebooks
+
+SYNC_EVENTS = ("aten::_local_scalar_dense",)
+HOST_TENSOR_EVENTS = ("aten::lift_fresh",)
+HOST_READ_METHODS = ("tolist", "numpy")
+
+
+@dataclass
+class Traffic:
+    """Counts of host/device traffic seen while the watched code ran."""
+
+    syncs: Counter = field(default_factory=Counter)
+    host_tensors: Counter = field(default_factory=Counter)
+
+    @property
+    def sync_count(self) -> int:
+        return sum(self.syncs.values())
+
+    @property
+    def host_tensor_count(self) -> int:
+        return sum(self.host_tensors.values())
+
+    def summary(self) -> str:
+        """A short, readable account, e.g. for a notebook or a failing check."""
+        def fmt(counts: Counter) -> str:
+            return ", ".join(f"{k} x{v}" for k, v in counts.most_common()) or "none"
+        return f"device->host syncs: {fmt(self.syncs)}; host-built tensors / H2D copies: {fmt(self.host_tensors)}"
+
+
+class _HostReads(TorchFunctionMode):
+    """Counts whole-tensor reads to the host, which the CPU profiler does not show."""
+
+    def __init__(self, counts: Counter) -> None:
+        super().__init__()
+        self.counts = counts
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in HOST_READ_METHODS:
+            self.counts[f"Tensor.{name}"] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _count_profile(prof: torch.profiler.profile, traffic: Traffic) -> None:
+    for event in prof.events():
+        name = event.name
+        if name in SYNC_EVENTS or name == "cudaStreamSynchronize" or name.startswith("Memcpy DtoH"):
+            traffic.syncs[name] += 1
+        elif name in HOST_TENSOR_EVENTS or name.startswith("Memcpy HtoD"):
+            traffic.host_tensors[name] += 1
+
+
+@contextmanager
+def watch_traffic(device: str | torch.device = "cpu") -> Iterator[Traffic]:
+    """Count syncs and host-built tensors in the ``with`` block; read the result after it."""
+    traffic = Traffic()
+    cuda = torch.device(device).type == "cuda"
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    old_mode = torch.cuda.get_sync_debug_mode() if cuda else 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if cuda:
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with torch.profiler.profile(activities=activities) as prof, _HostReads(traffic.syncs):
+                yield traffic
+                if cuda:
+                    torch.cuda.synchronize()
+        finally:
+            if cuda:
+                torch.cuda.set_sync_debug_mode(old_mode)
+    _count_profile(prof, traffic)
+    for w in caught:
+        if "synchronizing" in str(w.message):
+            traffic.syncs["cuda sync debug warning"] += 1
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
