@@ -36,6 +36,7 @@ class Profile:
     warmup: int  # untimed calls before timing (compilation happens here)
     trials: int  # interleaved A/B trials for a speed comparison
     threads: int  # CPU threads used while timing (fixed for repeatability)
+    min_sample_s: float  # each timed sample runs calls until it lasts at least this long
 
     @property
     def device_class(self) -> str:
@@ -59,11 +60,12 @@ PROFILES: dict[str, Profile] = {
     "full": Profile(
         name="full", device="cuda", batch_size=1024, image_size=256, num_classes=10,
         loss_batch=8192, loss_classes=1000, steps=20, warmup=5, trials=15,
-        threads=max(1, min(8, os.cpu_count() or 1)),
+        threads=max(1, min(8, os.cpu_count() or 1)), min_sample_s=0.02,
     ),
     "smoke": Profile(
         name="smoke", device="cpu", batch_size=32, image_size=32, num_classes=10,
         loss_batch=512, loss_classes=100, steps=5, warmup=2, trials=9, threads=1,
+        min_sample_s=0.05,
     ),
 }
 

@@ -3,7 +3,8 @@
 Two kinds of event stall an accelerator from the host side:
 
 * **device-to-host syncs**: reading tensor data on the host (``.item()``,
-  ``bool(t)`` in an ``assert``/``if``, ``.tolist()``, ``.numpy()``).  The host
+  ``bool(t)`` in an ``assert``/``if``, ``.tolist()``, ``.numpy()``, boolean-mask
+  indexing whose result size depends on the data).  The host
   waits for the device to finish everything queued before it.
 * **host-built tensors**: tensors made from Python data inside the step
   (``torch.tensor([...])``, ``torch.Tensor(list)``, indexing with a Python
@@ -27,9 +28,9 @@ from dataclasses import dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
-os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep kineto's start/stop chatter out of notebooks
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # keep kineto chatter out of notebooks (5 lets USDT lines through)
 
-SYNC_EVENTS = ("aten::_local_scalar_dense",)
+SYNC_EVENTS = ("aten::_local_scalar_dense", "aten::nonzero")  # nonzero: data-dependent size, the host must wait
 HOST_TENSOR_EVENTS = ("aten::lift_fresh",)
 HOST_READ_METHODS = ("tolist", "numpy")
 

@@ -1,0 +1,1 @@
+"""The grader's own reference implementations and baselines (never the learner's copies)."""

@@ -1,0 +1,98 @@
+"""The one registry of checks: id, exercise, kind, points and visibility.
+
+Checks are plain functions ``fn(sub, ctx)`` that raise ``AssertionError`` with
+a message that teaches what to fix.  They may return a ``Measured`` (speed and
+count checks) so reports can show measured vs required.  The command line,
+pytest and nbgrader's autograde cells all run checks from this registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["correctness", "structure", "speed"]
+KINDS: tuple[str, ...] = ("correctness", "structure", "speed")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a check measured, against what it required (e.g. a speedup)."""
+
+    measured: float | None = None
+    required: float | None = None
+    detail: str = ""
+
+
+class Shortfall(AssertionError):
+    """A failed check that still measured something worth reporting."""
+
+    def __init__(self, message: str, measured: float | None = None, required: float | None = None) -> None:
+        super().__init__(message)
+        self.measured = measured
+        self.required = required
+
+
+@dataclass(frozen=True)
+class Check:
+    """One graded check."""
+
+    id: str
+    exercise: str
+    kind: Kind
+    points: int
+    public: bool
+    needs: tuple[str, ...]  # names from the submission the check uses (see grader.interface)
+    fn: Callable[[Any, Any], Measured | None]
+
+    @property
+    def title(self) -> str:
+        """First line of the check's docstring: what it verifies."""
+        return (self.fn.__doc__ or self.id).strip().splitlines()[0]
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def check(id: str, *, kind: Kind, points: int, needs: tuple[str, ...] = (), public: bool = False):
+    """Register a check function under ``id`` (``exNN.subject.aspect``)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}")
+
+    def register(fn: Callable[[Any, Any], Measured | None]) -> Callable[[Any, Any], Measured | None]:
+        if id in CHECKS:
+            raise ValueError(f"check {id!r} registered twice")
+        CHECKS[id] = Check(id, id.split(".")[0], kind, points, public, needs, fn)
+        return fn
+
+    return register
+
+
+def load_all() -> dict[str, Check]:
+    """Import every module in ``grader.checks`` so their checks register."""
+    import grader.checks
+
+    for info in pkgutil.iter_modules(grader.checks.__path__):
+        importlib.import_module(f"grader.checks.{info.name}")
+    return CHECKS
+
+
+def checks_for(exercise: str) -> list[Check]:
+    """The checks of one exercise, in registration order."""
+    return [c for c in load_all().values() if c.exercise == exercise]
+
+
+def get(check_id: str) -> Check:
+    """One check by id, with a helpful error for a typo."""
+    checks = load_all()
+    if check_id not in checks:
+        raise KeyError(f"no check {check_id!r}; known: {', '.join(sorted(checks))}")
+    return checks[check_id]
+
+
+def exercises() -> list[str]:
+    """Exercise ids that have checks, sorted."""
+    return sorted({c.exercise for c in load_all().values()})

@@ -1,0 +1,94 @@
+"""Reports: a terminal table, a JSON file and a markdown page with a speedup chart."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from coursekit.profile import Profile
+from grader.runner import NotebookGrade
+
+
+def _fmt(value: float | None, kind: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" if kind == "speed" else f"{value:g}"
+
+
+def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used: str) -> dict:
+    """The JSON-ready report: device, torch, profile, score, max_score and one entry per check."""
+    checks = [r.as_dict() for g in grades for r in g.results]
+    return {
+        "device": profile.device_class,
+        "device_name": profile.as_dict()["device_name"],
+        "torch": torch.__version__,
+        "profile": profile.name,
+        "thresholds": thresholds_used,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "score": sum(c["points"] for c in checks),
+        "max_score": sum(c["max_points"] for c in checks),
+        "notebooks": [{"notebook": g.notebook, "exercise": g.exercise, "score": g.score,
+                       "max_score": g.max_score, "load_problems": g.problems} for g in grades],
+        "checks": checks,
+    }
+
+
+def print_table(report: dict, console: Console | None = None) -> None:
+    """A score table: check, points, pass/fail, measured vs required, message."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # logs and CI: wide enough that ids never wrap
+            console = Console(width=160)
+    table = Table(title=f"{report['score']:g} / {report['max_score']} points  "
+                        f"({report['device_name']}, profile {report['profile']}, torch {report['torch']})")
+    for col in ("check", "kind", "points", "result", "measured", "required", "message"):
+        table.add_column(col, overflow="fold", no_wrap=col == "check", max_width=80 if col == "message" else None)
+    for c in report["checks"]:
+        table.add_row(c["id"], c["kind"], f"{c['points']:g}/{c['max_points']}",
+                      "[green]pass[/]" if c["passed"] else "[red]FAIL[/]",
+                      _fmt(c["measured"], c["kind"]), _fmt(c["required"], c["kind"]),
+                      c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else ""))
+    console.print(table)
+    for nb in report["notebooks"]:
+        for problem in nb["load_problems"]:
+            console.print(f"[yellow]note[/] {Path(nb['notebook']).name}: {problem}")
+
+
+def write_reports(report: dict, json_path: Path) -> list[Path]:
+    """Write ``json_path``, a markdown page beside it and, if there are speed checks, a chart."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(report, indent=2) + "\n")
+    written = [json_path]
+    speed = [c for c in report["checks"] if c["kind"] == "speed" and c["measured"] is not None]
+    chart = json_path.with_suffix(".speedups.png")
+    if speed:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from coursekit.plots import speedup_chart
+
+        fig = speedup_chart([c["id"] for c in speed], [c["measured"] for c in speed],
+                            [c["required"] for c in speed],
+                            f"Speedup vs the grader's baseline ({report['device_name']}, {report['profile']})")
+        fig.savefig(chart, dpi=120, bbox_inches="tight")
+        written.append(chart)
+    md = [f"# Grade report: {report['score']:g} / {report['max_score']}", "",
+          f"Device: {report['device_name']} ({report['device']}), profile `{report['profile']}`, "
+          f"torch {report['torch']}, thresholds: {report['thresholds']}, {report['created']}", "",
+          "| check | kind | points | result | measured | required | message |",
+          "|---|---|---|---|---|---|---|"]
+    for c in report["checks"]:
+        msg = c["message"].replace("|", "\\|").replace("\n", " ")
+        md.append(f"| `{c['id']}` | {c['kind']} | {c['points']:g}/{c['max_points']} | "
+                  f"{'pass' if c['passed'] else '**FAIL**'} | {_fmt(c['measured'], c['kind'])} | "
+                  f"{_fmt(c['required'], c['kind'])} | {msg} |")
+    if speed:
+        md += ["", f"![speedups]({chart.name})"]
+    md_path = json_path.with_suffix(".md")
+    md_path.write_text("\n".join(md) + "\n")
+    return [*written, md_path]

@@ -1,0 +1,36 @@
+"""Shared fixtures: the suite always runs the CPU smoke profile, whatever the machine."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("COURSEKIT_PROFILE", "smoke")
+os.environ.setdefault("COURSEKIT_DEVICE", "cpu")
+sys.path.insert(0, str(Path(__file__).parent))  # for tests/submissions.py
+
+from coursekit.cache import use_repo_compile_cache  # noqa: E402
+
+use_repo_compile_cache()
+
+
+@pytest.fixture(scope="session")
+def profile():
+    from coursekit.profile import get_profile
+
+    return get_profile()
+
+
+@pytest.fixture(scope="session")
+def grade(profile):
+    """``grade(path, check_ids=None) -> {check_id: CheckResult}`` in isolated workers."""
+    from grader.runner import grade_notebook
+
+    def run(path: Path, check_ids: list[str] | None = None, seed: int = 20261121):
+        result = grade_notebook(path, "ex01", profile, seed, check_ids=check_ids, progress=False)
+        return {r.id: r for r in result.results}
+
+    return run

@@ -1,0 +1,128 @@
+"""Exercise 1 is graded honestly: the solution passes everything, the stub fails, wrong work fails exactly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.registry import checks_for
+from submissions import EXERCISE_01, ROOT, SOLUTION_01, WRONG_01, variant
+
+pytestmark = pytest.mark.slow
+ALL = [c.id for c in checks_for("ex01")]
+SPEED = [c.id for c in checks_for("ex01") if c.kind == "speed"]
+CORRECTNESS = [c.id for c in checks_for("ex01") if c.kind == "correctness"]
+
+
+def test_solution_passes_every_check(grade) -> None:
+    results = grade(SOLUTION_01)
+    failed = {cid: r.message for cid, r in results.items() if not r.passed}
+    assert not failed, f"the reference solution must pass every check: {failed}"
+    assert sum(r.points for r in results.values()) == sum(c.points for c in checks_for("ex01"))
+
+
+def test_solution_speed_is_repeatable_with_margin(grade) -> None:
+    """Three more grading runs (fresh processes, other secret seeds): every speed check passes each time."""
+    measured: dict[str, list[float]] = {cid: [] for cid in SPEED}
+    for seed in (1, 2, 3):
+        for cid, r in grade(SOLUTION_01, SPEED, seed=seed).items():
+            assert r.passed, f"run with seed {seed}: {cid}: {r.message}"
+            measured[cid].append(r.measured)
+    for cid, values in measured.items():
+        print(f"{cid}: measured {['%.1f' % v for v in values]}")
+    from grader.context import Context
+
+    ctx = Context.create()
+    for cid, values in measured.items():
+        assert min(values) >= 1.5 * ctx.required_speedup(cid), (
+            f"{cid}: the slowest of {values} is within 1.5x of the threshold {ctx.required_speedup(cid)}; "
+            "the threshold is too tight for this machine")
+
+
+def test_unmodified_exercise_fails_every_check_with_a_teaching_message(grade) -> None:
+    results = grade(EXERCISE_01)
+    for cid in ALL:
+        r = results[cid]
+        assert not r.passed, f"{cid} passed on the unmodified exercise"
+        assert "not implemented yet" in r.message and "NotImplementedError" in r.message, r.message
+        assert "grading process" not in r.message, f"{cid} crashed instead of failing cleanly: {r.message}"
+    assert set(CORRECTNESS) <= set(results)
+
+
+@pytest.mark.parametrize("name", list(WRONG_01))
+def test_wrong_submission_fails_exactly_the_right_checks(grade, tmp_path: Path, name: str) -> None:
+    edits, expected = WRONG_01[name]
+    notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, edits)
+    results = grade(notebook)
+    failed = {cid for cid, r in results.items() if not r.passed}
+    assert failed == expected, (f"{name}: expected to fail {sorted(expected)}, failed {sorted(failed)}; "
+                                + "; ".join(f"{c}: {results[c].message[:200]}" for c in sorted(failed ^ expected)))
+    for cid in expected:
+        assert "grading process" not in results[cid].message
+
+
+def test_a_crash_and_a_hang_cost_only_their_own_checks(grade, tmp_path: Path) -> None:
+    """os._exit inside one function and an endless loop in another: the rest still grade."""
+    from grader.runner import grade_notebook
+
+    notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, {
+        "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)":
+        "    import os\n    os._exit(3)\n    loss = loss_fn(model(images), labels)",
+        '    return nn.CrossEntropyLoss(weight=': "    while True:\n        pass\n    return nn.CrossEntropyLoss(weight=",
+    })
+    from coursekit.profile import get_profile
+
+    grade_ = grade_notebook(notebook, "ex01", get_profile(), 7, progress=False, check_timeout_s=20,
+                            check_ids=["ex01.smoothed_ce.values", "ex01.builtin.values", "ex01.train_step.update",
+                                       "ex01.train_step.no_sync"])
+    by_id = {r.id: r for r in grade_.results}
+    assert by_id["ex01.smoothed_ce.values"].passed
+    assert "took longer than 20 s" in by_id["ex01.builtin.values"].message
+    assert "exited with code 3" in by_id["ex01.train_step.update"].message
+    assert "exited with code 3" in by_id["ex01.train_step.no_sync"].message
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", *args, "--no-progress"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_cli_grades_a_folder_writes_reports_and_exits_zero(tmp_path: Path) -> None:
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / SOLUTION_01.name).write_bytes(SOLUTION_01.read_bytes())
+    report = tmp_path / "out" / "grade.json"
+    proc = _cli(str(folder), "--report", str(report), "--only", "ex01.smoothed_ce.values,ex01.smoothed_ce.speed")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text())
+    assert {"device", "torch", "profile", "score", "max_score", "checks"} <= set(data)
+    assert data["score"] == data["max_score"] == 4
+    for c in data["checks"]:
+        assert {"id", "kind", "points", "max_points", "passed", "measured", "required", "message"} <= set(c)
+    assert "ex01.smoothed_ce.speed" in proc.stdout and "pass" in proc.stdout
+    assert report.with_suffix(".md").is_file() and report.with_suffix(".speedups.png").is_file()
+
+
+def test_cli_scores_bad_input_zero_with_a_clear_message(tmp_path: Path) -> None:
+    broken = tmp_path / "01_cross_entropy_ladder.ipynb"
+    broken.write_text('{"cells": [')
+    report = tmp_path / "bad.json"
+    proc = _cli(str(broken), "--report", str(report), "--only", "ex01.smoothed_ce.values,ex01.builtin.values")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text())
+    assert data["score"] == 0 and len(data["checks"]) == 2
+    assert all("not valid notebook JSON" in c["message"] for c in data["checks"])
+    missing = _cli(str(tmp_path / "empty"), "--report", str(report))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_pytest_front_end_runs_the_same_checks() -> None:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "grader", "-q", "-p", "no:cacheprovider",
+                           "--submission", str(SOLUTION_01), "-k", "values"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "3 passed" in proc.stdout

@@ -1,0 +1,95 @@
+"""Lesson 1's ladder: every rung computes the same loss, and the traffic checks see what they should."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from coursekit import bench
+from coursekit.ladder import CLASS_WEIGHT, LADDER, NUM_CLASSES, build
+from coursekit.profile import get_profile
+from coursekit.traffic import watch_traffic
+
+EAGER_RUNGS = [name for name in LADDER if "compiled" not in name]
+COMPILED_RUNGS = [name for name in LADDER if "compiled" in name]
+
+
+def reference(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, labels, weight=torch.full((NUM_CLASSES,), CLASS_WEIGHT))
+
+
+def assert_matches_reference(loss_fn, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    logits = (3 * torch.randn(37, NUM_CLASSES, generator=gen)).requires_grad_()
+    labels = torch.randint(0, NUM_CLASSES, (37,), generator=gen)
+    ref_logits = logits.detach().clone().requires_grad_()
+    got, want = loss_fn(logits, labels), reference(ref_logits, labels)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg="loss value differs from F.cross_entropy")
+    torch.testing.assert_close(logits.grad, ref_logits.grad, rtol=1e-5, atol=1e-6,
+                               msg="gradient differs from F.cross_entropy's")
+
+
+@pytest.mark.parametrize("name", EAGER_RUNGS)
+def test_eager_rung_equals_cross_entropy(name: str) -> None:
+    loss_fn = build(name, "cpu")
+    for seed in range(3):
+        assert_matches_reference(loss_fn, seed)
+
+
+@pytest.mark.parametrize("name", COMPILED_RUNGS)
+def test_compiled_rung_traces_to_cross_entropy(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dynamo captures the rung in one graph (``fullgraph=True``); ``aot_eager`` skips code generation."""
+    torch.compiler.reset()
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    try:
+        loss_fn = build(name, "cpu")
+        for seed in range(2):
+            assert_matches_reference(loss_fn, seed)
+    finally:
+        torch.compiler.reset()
+
+
+def traffic_of(name: str):
+    loss_fn = build(name, "cpu")
+    logits = torch.randn(16, NUM_CLASSES, requires_grad=True)
+    labels = torch.randint(0, NUM_CLASSES, (16,))
+    with watch_traffic("cpu") as traffic:
+        loss_fn(logits, labels).backward()
+    return traffic
+
+
+def test_rung0_shows_sync_and_host_built_tensors() -> None:
+    traffic = traffic_of("0 naive")
+    assert traffic.sync_count >= 1, f"the assert on target.max() should sync: {traffic.summary()}"
+    assert traffic.host_tensor_count >= 2, f"weights and range should be host-built: {traffic.summary()}"
+
+
+def test_rung3_shows_no_traffic() -> None:
+    traffic = traffic_of("3 arange")
+    assert traffic.sync_count == 0 and traffic.host_tensor_count == 0, traffic.summary()
+
+
+def test_bench_writes_required_keys(tmp_path) -> None:
+    tiny = dataclasses.replace(get_profile("smoke", "cpu"), batch_size=8, image_size=8, steps=2, warmup=1)
+    rows = bench.measure_ladder(tiny, ["0 naive", "3 arange"], progress=False)
+    json_path, md_path = bench.write_results(bench.results_doc(tiny, rows), tmp_path)
+
+    assert json_path.name == f"lesson01-smoke-cpu-torch{bench.slug(torch.__version__)}.json"
+    doc = json.loads(json_path.read_text())
+    assert {"device", "device_name", "torch", "profile", "created", "rungs"} <= doc.keys()
+    assert doc["profile"]["name"] == "smoke"
+    assert [r["name"] for r in doc["rungs"]] == ["0 naive", "3 arange"]
+    for rung in doc["rungs"]:
+        assert {"name", "step_ms", "loss_us", "step_speedup", "loss_speedup", "syncs", "host_tensors"} <= rung.keys()
+        for key in ("step_ms", "loss_us"):
+            assert rung[key]["q1"] <= rung[key]["median"] <= rung[key]["q3"]
+    assert doc["rungs"][0]["step_speedup"] == 1.0
+    assert doc["rungs"][0]["syncs"] >= 1 and doc["rungs"][1]["syncs"] == 0
+    assert "| 3 arange |" in md_path.read_text()

@@ -1,0 +1,57 @@
+"""The notebook loader runs definitions only, and reports broken cells instead of crashing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.interface import Submission
+from grader.loader import NotebookError, load_cells, load_notebook
+
+
+def test_runs_definitions_and_skips_demo_cells() -> None:
+    loaded = load_cells([
+        "import math\nLIMIT = 3\ncounter = 0\ndef f():\n    return LIMIT\nprint('demo')\nraise SystemExit(1)",
+        "%time x = 1\nclass A:\n    pass\nfor i in range(10**12):\n    pass",
+    ])
+    names = {k for k in loaded.namespace if not k.startswith("__")}
+    assert names == {"math", "LIMIT", "f", "A"}
+    assert loaded.problems == []
+
+
+def test_one_broken_cell_costs_only_its_names() -> None:
+    loaded = load_cells(["def ok():\n    return 1", "def broken(:\n    pass", "X = undefined_name\ndef later(): pass"])
+    assert "ok" in loaded.namespace and "later" in loaded.namespace
+    assert "broken" not in loaded.namespace
+    assert any("code cell 2 has a syntax error" in p for p in loaded.problems)
+    assert any("code cell 3" in p and "NameError" in p for p in loaded.problems)
+
+
+def test_missing_name_message_names_the_contract_and_the_load_problems() -> None:
+    sub = Submission("ex01", {}, ["code cell 4 has a syntax error on line 2: invalid syntax"])
+    with pytest.raises(AssertionError, match=r"(?s)`SmoothedCE` is not defined.*class SmoothedCE.*code cell 4"):
+        sub.get("SmoothedCE")
+
+
+@pytest.mark.parametrize("content, reason", [
+    (None, "notebook not found"),
+    (b"{\"cells\": [", "not valid notebook JSON"),
+    (b"\xff\xfe\x00garbage", "not UTF-8"),
+    (b"[1, 2, 3]", "not a Jupyter notebook"),
+])
+def test_unreadable_notebooks_raise_a_clear_error(tmp_path: Path, content: bytes | None, reason: str) -> None:
+    path = tmp_path / "01_bad.ipynb"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(NotebookError, match=reason):
+        load_notebook(path)
+
+
+def test_loads_a_real_notebook_file(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def f():\n    return 41 + 1\nf()")])
+    path = tmp_path / "01_x.ipynb"
+    path.write_text(json.dumps(nb))
+    assert load_notebook(path).namespace["f"]() == 42

@@ -1,0 +1,91 @@
+"""Generate ``exercises/`` from ``solutions/`` with nbgrader, or check that they agree.
+
+    python tools/make_exercises.py          # regenerate exercises/
+    python tools/make_exercises.py --check  # exit 1 if exercises/ drifted from solutions/
+
+nbgrader's ``generate_assignment`` strips the ``### BEGIN SOLUTION`` regions
+(leaving ``raise NotImplementedError()``) and the ``### BEGIN HIDDEN TESTS``
+regions, clears outputs and locks the given cells.  A header cell says the
+file is generated and where to edit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+HEADER = """\
+> **Generated file — do not edit here.** This exercise is generated from `solutions/{name}` by
+> `make exercises` (nbgrader `generate_assignment`). Work in this copy as a learner; to change the
+> exercise itself, edit `solutions/{name}` and run `make exercises`.
+"""
+
+
+def _header(path: Path, name: str) -> None:
+    cell = nbformat.v4.new_markdown_cell(HEADER.format(name=name))
+    cell.id = "generated-header"  # fixed, so regenerating is byte-for-byte repeatable
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nbformat.write(nb, path)
+
+
+def generate(out_dir: Path) -> list[Path]:
+    """Write one exercise notebook per solution notebook into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="nbgrader-") as tmp:
+        course = Path(tmp)
+        for solution in sorted(SOLUTIONS.glob("[0-9][0-9]_*.ipynb")):
+            assignment = f"ex{solution.name[:2]}"
+            (course / "source" / assignment).mkdir(parents=True)
+            shutil.copy(solution, course / "source" / assignment / solution.name)
+            header = course / f"header-{assignment}.ipynb"
+            _header(header, solution.name)
+            cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force", "--quiet",
+                   f"--CourseDirectory.root={course}", f"--db=sqlite:///{course / 'gradebook.db'}",
+                   f"--IncludeHeaderFooter.header={header}"]
+            # nbgrader runs the `alembic` command, which lives beside this interpreter
+            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=course, env=env)
+            if proc.returncode:
+                raise SystemExit(f"nbgrader generate_assignment failed for {solution.name}:\n"
+                                 f"{proc.stdout}{proc.stderr}")
+            target = out_dir / solution.name
+            shutil.copy(course / "release" / assignment / solution.name, target)
+            written.append(target)
+    return written
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args()
+    if not args.check:
+        for path in generate(EXERCISES):
+            print(f"wrote {path.relative_to(ROOT)}")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = generate(Path(tmp))
+        stale = [p.name for p in fresh if not (EXERCISES / p.name).is_file()
+                 or not filecmp.cmp(p, EXERCISES / p.name, shallow=False)]
+        extra = sorted({p.name for p in EXERCISES.glob("*.ipynb")} - {p.name for p in fresh})
+    if stale or extra:
+        print(f"exercises/ is out of date with solutions/ (stale: {stale}, without a solution: {extra}); "
+              "run `make exercises` and commit the result", file=sys.stderr)
+        return 1
+    print("exercises/ matches solutions/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
