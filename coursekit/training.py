@@ -39,7 +39,7 @@ def time_step(profile: Profile, loss_fn: LossFn, seed: int = 0) -> Timing:
     return time_per_call(
         lambda x, y: train_step(model, loss_fn, optimizer, x, y),
         lambda i: batches[i % len(batches)],
-        device=profile.device, warmup=profile.warmup, samples=profile.steps,
+        device=profile.device, warmup=profile.warmup, samples=profile.steps, min_sample_s=profile.min_sample_s,
     )
 
 
@@ -58,5 +58,5 @@ def time_loss(profile: Profile, loss_fn: LossFn, seed: int = 0) -> Timing:
     return time_per_call(
         lambda x, y: loss_fn(x, y).backward(),
         lambda i: inputs[i % len(inputs)],
-        device=profile.device, warmup=profile.warmup, samples=profile.steps,
+        device=profile.device, warmup=profile.warmup, samples=profile.steps, min_sample_s=profile.min_sample_s,
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from grader.context import Context
 from grader.interface import Submission
+from grader.quiet import stderr_to_stdout
 from grader.registry import get
 from grader.results import run_check as _run
 
@@ -22,7 +23,8 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
     global _CONTEXT
     check = get(check_id)
     _CONTEXT = _CONTEXT or Context.create()
-    result = _run(check, Submission(check.exercise, namespace), _CONTEXT)
+    with stderr_to_stdout():
+        result = _run(check, Submission(check.exercise, namespace), _CONTEXT)
     mark = "PASS" if result.passed else "FAIL"
     print(f"[{mark}] {check.id} ({result.points:g}/{result.max_points}): {check.title}")
     if not result.passed:

@@ -56,3 +56,8 @@ def test_executes_top_to_bottom_on_the_smoke_profile(path: Path, tmp_path: Path)
         os.environ.update(env_before)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # nbgrader zeroes an autograde cell that writes to stderr: passing checks must keep stderr clean
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            stderr = [o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]
+            assert not stderr, f"autograde cell {cell.metadata['nbgrader']['grade_id']} wrote to stderr: {stderr}"

@@ -1,0 +1,55 @@
+"""Keep warnings off stderr while a check runs inside a notebook.
+
+nbgrader gives zero to an autograde cell that writes anything to stderr, so a
+harmless library warning (say, inductor noting that no CUDA runtime exists)
+would zero a passing check.  ``stderr_to_stdout`` reroutes Python-level
+stderr, ``warnings`` and logging stream handlers, and file-descriptor 2, then
+replays what it caught on stdout, where it is still visible but harmless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+
+
+def _stderr_handlers() -> list[logging.StreamHandler]:
+    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(v, logging.Logger))]
+    return [h for lg in loggers for h in lg.handlers
+            if isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) in (sys.stderr, sys.__stderr__)]
+
+
+@contextlib.contextmanager
+def stderr_to_stdout() -> Iterator[None]:
+    """Everything written to stderr inside the block is printed to stdout after it."""
+    buffer = io.StringIO()
+    handlers = _stderr_handlers()
+    old_streams = [h.stream for h in handlers]
+    sys.stderr.flush()
+    saved_fd = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as fd_sink, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        os.dup2(fd_sink.fileno(), 2)
+        for h in handlers:
+            h.setStream(buffer)
+        try:
+            with contextlib.redirect_stderr(buffer):
+                yield
+        finally:
+            for h, stream in zip(handlers, old_streams):
+                h.setStream(stream)
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            fd_sink.seek(0)
+            captured = fd_sink.read().decode(errors="replace") + buffer.getvalue()
+            captured += "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
+    if captured.strip():
+        print("(warnings during the check, shown here so they cannot zero it:)")
+        print(captured.rstrip())
