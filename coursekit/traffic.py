@@ -22,7 +22,7 @@ import os
 import warnings
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -71,9 +71,21 @@ class _HostReads(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _count_profile(prof: torch.profiler.profile, traffic: Traffic) -> None:
+def _inside(event, prefixes: tuple[str, ...]) -> bool:
+    """True if ``event`` runs inside an op whose name starts with one of ``prefixes``."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(prefixes):
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+def _count_profile(prof: torch.profiler.profile, traffic: Traffic, allow_inside: tuple[str, ...] = ()) -> None:
     for event in prof.events():
         name = event.name
+        if allow_inside and _inside(event, allow_inside):
+            continue
         if name in SYNC_EVENTS or name == "cudaStreamSynchronize" or name.startswith("Memcpy DtoH"):
             traffic.syncs[name] += 1
         elif name in HOST_TENSOR_EVENTS or name.startswith("Memcpy HtoD"):
@@ -81,8 +93,20 @@ def _count_profile(prof: torch.profiler.profile, traffic: Traffic) -> None:
 
 
 @contextmanager
-def watch_traffic(device: str | torch.device = "cpu") -> Iterator[Traffic]:
-    """Count syncs and host-built tensors in the ``with`` block; read the result after it."""
+def watch_traffic(device: str | torch.device = "cpu", allow_inside: tuple[str, ...] = (),
+                  host_reads: bool = True) -> Iterator[Traffic]:
+    """Count syncs and host-built tensors in the ``with`` block; read the result after it.
+
+    ``allow_inside`` names op prefixes (e.g. ``("mylib::",)`` for a custom op
+    that wraps a host library) whose internal traffic is the op's known price
+    and is not counted.
+
+    ``host_reads=False`` leaves out the TorchFunctionMode that counts
+    ``.tolist()``/``.numpy()`` (profiler events still count ``.item()``).  A
+    compiled function guards on that mode, so its first watched call
+    recompiles; and torch 2.14 cannot run compiled code whose captured
+    ``.item()`` leaves the graph (``capture_scalar_outputs``) under any mode.
+    """
     traffic = Traffic()
     cuda = torch.device(device).type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -94,14 +118,15 @@ def watch_traffic(device: str | torch.device = "cpu") -> Iterator[Traffic]:
         if cuda:
             torch.cuda.set_sync_debug_mode("warn")
         try:
-            with torch.profiler.profile(activities=activities) as prof, _HostReads(traffic.syncs):
+            reads = _HostReads(traffic.syncs) if host_reads else nullcontext()
+            with torch.profiler.profile(activities=activities) as prof, reads:
                 yield traffic
                 if cuda:
                     torch.cuda.synchronize()
         finally:
             if cuda:
                 torch.cuda.set_sync_debug_mode(old_mode)
-    _count_profile(prof, traffic)
+    _count_profile(prof, traffic, allow_inside)
     for w in caught:
         if "synchronizing" in str(w.message):
             traffic.syncs["cuda sync debug warning"] += 1

@@ -39,9 +39,19 @@ INTERFACE: dict[str, dict[str, Name]] = {
                  "optimisation step returning the loss as a detached tensor, without reading it on the host."),
         )
     },
+    "ex02": {
+        n.name: n
+        for n in (
+            Name("calibrate", "@torch.library.custom_op('ex02::calibrate', mutates_args=()) def calibrate(top: "
+                 "Tensor [N]) -> Tensor [N]: np.interp(top, CALIBRATION_X, CALIBRATION_Y) on top's device and "
+                 "dtype, with a register_fake implementation."),
+            Name("FixedScorer", "class FixedScorer(BrokenScorer): same constructor and parameters; forward(x) "
+                 "-> same result as BrokenScorer without graph breaks; keeps a `mean_activation` buffer."),
+        )
+    },
 }
 
-NOTEBOOKS: dict[str, str] = {"ex01": "01_cross_entropy_ladder.ipynb"}
+NOTEBOOKS: dict[str, str] = {"ex01": "01_cross_entropy_ladder.ipynb", "ex02": "02_graph_breaks.ipynb"}
 
 
 def exercise_for(path: Path) -> str | None:

@@ -27,10 +27,11 @@ def profile():
 @pytest.fixture(scope="session")
 def grade(profile):
     """``grade(path, check_ids=None) -> {check_id: CheckResult}`` in isolated workers."""
+    from grader.interface import exercise_for
     from grader.runner import grade_notebook
 
     def run(path: Path, check_ids: list[str] | None = None, seed: int = 20261121):
-        result = grade_notebook(path, "ex01", profile, seed, check_ids=check_ids, progress=False)
+        result = grade_notebook(path, exercise_for(path), profile, seed, check_ids=check_ids, progress=False)
         return {r.id: r for r in result.results}
 
     return run

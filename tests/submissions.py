@@ -9,6 +9,8 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION_01 = ROOT / "solutions" / "01_cross_entropy_ladder.ipynb"
 EXERCISE_01 = ROOT / "exercises" / "01_cross_entropy_ladder.ipynb"
+SOLUTION_02 = ROOT / "solutions" / "02_graph_breaks.ipynb"
+EXERCISE_02 = ROOT / "exercises" / "02_graph_breaks.ipynb"
 
 
 def variant(solution: Path, out: Path, edits: dict[str, str]) -> Path:
@@ -55,4 +57,27 @@ WRONG_01: dict[str, tuple[dict[str, str], set[str]]] = {
         # compiled, the Python list becomes a constant of the graph: only the eager rung pays
         {"ex01.smoothed_ce.no_host_traffic"},
     ),
+}
+
+WRONG_02: dict[str, tuple[dict[str, str], set[str]]] = {
+    "one break left (a print)": (
+        {"        scores = self.head(h)\n": "        print(f'scoring {x.shape[0]} rows')\n        scores = self.head(h)\n"},
+        {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once"},
+    ),
+    "a fix that changes results (mean over all rows)": (
+        {"        h = h - (h * real).sum(0) / real.sum()": "        h = h - h.mean(0)"},
+        {"ex02.scorer.outputs", "ex02.scorer.gradients", "ex02.scorer.speed"},
+    ),
+    "custom op without a fake implementation": (
+        {"@calibrate.register_fake\ndef _(top: torch.Tensor) -> torch.Tensor:\n    ### BEGIN SOLUTION\n"
+         "    return torch.empty_like(top)\n    ### END SOLUTION": ""},
+        {"ex02.calibrate.opcheck", "ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
+    ),
+}
+
+
+# exercise -> (solution, unmodified exercise, wrong submissions)
+EXERCISES = {
+    "ex01": (SOLUTION_01, EXERCISE_01, WRONG_01),
+    "ex02": (SOLUTION_02, EXERCISE_02, WRONG_02),
 }
