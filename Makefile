@@ -39,7 +39,7 @@ exercises:  ## regenerate exercises/ from solutions/ with nbgrader
 check-exercises:  ## fail if exercises/ drifted from solutions/
 	$(BIN)/python tools/make_exercises.py --check
 
-bench:  ## measure the lesson-1 ladder; results in bench/results/ (device + torch in the name)
+bench:  ## measure every lesson's figures; results in bench/results/ (device + torch in the name)
 	$(BIN)/python -m coursekit.bench --out bench/results
 
 clean:  ## remove caches, traces and reports (keeps .venv)

@@ -1,7 +1,7 @@
-"""Measure lesson 1's cross-entropy ladder and record the figures.
+"""Measure the lessons' figures and record them (lesson 1's ladder here, lesson 2's in coursekit.bench02).
 
 The lesson notebook calls :func:`measure_rung` for each rung and the command
-line (``python -m coursekit.bench [--out DIR]``) calls :func:`measure_ladder`,
+line (``python -m coursekit.bench [--out DIR] [--lesson 1|2|all]``) calls :func:`measure_ladder`,
 so the numbers a learner sees and the recorded ones come from the same code.
 Each rung gets: the training-step time and the loss's forward+backward time
 (``coursekit.training``), the host/device traffic of one loss call
@@ -17,7 +17,7 @@ import os
 import platform
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -124,18 +124,22 @@ def measure_ladder(profile: Profile, names: Sequence[str] | None = None, progres
     return add_speedups(rows)
 
 
-def results_doc(profile: Profile, rows: list[dict]) -> dict:
-    """The JSON document: device, torch, profile, time of the run and the rungs."""
+def doc_header(profile: Profile, lesson: str) -> dict:
+    """What every results document starts with: lesson, device, torch, profile, host and time of the run."""
     return {
+        "lesson": lesson,
         "device": profile.device,
         "device_name": device_name(profile.device),
         "torch": torch.__version__,
         "profile": profile.as_dict(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": {"machine": platform.machine(), "processor": _cpu_model(), "cpu_count": _cpu_count()},
-        "baseline": rows[0]["name"],
-        "rungs": rows,
     }
+
+
+def results_doc(profile: Profile, rows: list[dict]) -> dict:
+    """Lesson 1's JSON document: the header, the baseline rung's name and the rungs."""
+    return {**doc_header(profile, "lesson01"), "baseline": rows[0]["name"], "rungs": rows}
 
 
 def _cpu_model() -> str:
@@ -166,8 +170,9 @@ def slug(text: str) -> str:
 
 
 def result_stem(doc: dict) -> str:
-    """``lesson01-<profile>-<device-name-slug>-torch<version-slug>``."""
-    return f"lesson01-{doc['profile']['name']}-{slug(doc['device_name'])}-torch{slug(doc['torch'])}"
+    """``<lesson>-<profile>-<device-name-slug>-torch<version-slug>``, e.g. ``lesson01-smoke-cpu-torch2.14.1``."""
+    lesson = doc.get("lesson", "lesson01")
+    return f"{lesson}-{doc['profile']['name']}-{slug(doc['device_name'])}-torch{slug(doc['torch'])}"
 
 
 def markdown_table(doc: dict) -> str:
@@ -191,14 +196,15 @@ def markdown_table(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_results(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``<stem>.json`` and ``<stem>.md`` into ``out_dir``; return both paths."""
+def write_results(doc: dict, out_dir: str | Path,
+                  markdown: Callable[[dict], str] | None = None) -> tuple[Path, Path]:
+    """Write ``<stem>.json`` and ``<stem>.md`` (``markdown(doc)``, default lesson 1's table) into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = result_stem(doc)
     json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
     json_path.write_text(json.dumps(doc, indent=2) + "\n")
-    md_path.write_text(markdown_table(doc))
+    md_path.write_text((markdown or markdown_table)(doc))
     return json_path, md_path
 
 
@@ -224,16 +230,28 @@ def print_table(doc: dict) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    use_repo_compile_cache()  # before bench02 imports torch._dynamo, which pins the default cache folder
+    from coursekit import bench02  # imports this module: import it here, not at the top
+
     parser = argparse.ArgumentParser(prog="python -m coursekit.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="bench/results", help="folder for the .json and .md (default: %(default)s)")
-    parser.add_argument("--rungs", nargs="*", choices=list(LADDER), help="measure only these rungs")
+    parser.add_argument("--lesson", choices=("1", "2", "all"), default="all",
+                        help="which lesson to measure (default: %(default)s)")
+    parser.add_argument("--rungs", nargs="*", choices=list(LADDER), help="lesson 1: measure only these rungs")
     args = parser.parse_args(argv)
     profile = get_profile()
     print(profile.describe())
-    doc = results_doc(profile, measure_ladder(profile, args.rungs))
-    print_table(doc)
-    for path in write_results(doc, args.out):
-        print(f"wrote {path}")
+    lessons = {  # lesson -> (measure, print, markdown)
+        "1": (lambda: results_doc(profile, measure_ladder(profile, args.rungs)), print_table, markdown_table),
+        "2": (lambda: bench02.results_doc(profile, bench02.measure_graph_breaks(profile)), bench02.print_table,
+              bench02.markdown_table),
+    }
+    for lesson, (measure, show, markdown) in lessons.items():
+        if args.lesson in (lesson, "all"):
+            doc = measure()
+            show(doc)
+            for path in write_results(doc, args.out, markdown):
+                print(f"wrote {path}")
     return 0
 
 

@@ -9,7 +9,9 @@ delete the folder to see the cold-start cost again.
 
 from __future__ import annotations
 
+import getpass
 import os
+import tempfile
 from pathlib import Path
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -21,9 +23,23 @@ def repo_root() -> Path:
     return here if (here / "pyproject.toml").exists() else Path.cwd()
 
 
-def use_repo_compile_cache() -> str:
-    """Set ``TORCHINDUCTOR_CACHE_DIR`` to ``<repo>/.cache/inductor`` unless already set.
+def _torch_default() -> str:
+    """The folder importing ``torch._dynamo`` writes into the environment when none was chosen."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
 
-    Call it before the first ``torch.compile`` runs; returns the folder in use.
+
+def use_repo_compile_cache() -> str:
+    """Point ``TORCHINDUCTOR_CACHE_DIR`` at ``<repo>/.cache/inductor`` unless the user chose a folder.
+
+    Importing ``torch._dynamo`` fills in torch's own default (a temp folder), so
+    that value counts as "not chosen" and is replaced. Call it before the first
+    ``torch.compile``; returns the folder in use.
     """
-    return os.environ.setdefault(CACHE_ENV, str(repo_root() / ".cache" / "inductor"))
+    current = os.environ.get(CACHE_ENV)
+    if not current or current == _torch_default():
+        os.environ[CACHE_ENV] = str(repo_root() / ".cache" / "inductor")
+    return os.environ[CACHE_ENV]
