@@ -23,6 +23,8 @@ from typing import Any
 import torch
 
 Args = Sequence[Any]
+MAX_FRESH_CALLS = 256  # per timed sample in ``compare``: each call gets its own inputs
+FRESH_INPUT_BUDGET_BYTES = 2 * 1024**3  # ... as long as those inputs (and their grads) fit in this budget
 
 
 def synchronize(device: str | torch.device) -> None:
@@ -31,14 +33,27 @@ def synchronize(device: str | torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+_clock = time.perf_counter  # bound at import: patching time.perf_counter later cannot change it
+
+
 def _sample(fn: Callable[..., Any], args: Args, calls: int, device: str) -> float:
     """Seconds per call over ``calls`` back-to-back calls."""
     synchronize(device)
-    start = time.perf_counter()
+    start = _clock()
     for _ in range(calls):
         fn(*args)
     synchronize(device)
-    return (time.perf_counter() - start) / calls
+    return (_clock() - start) / calls
+
+
+def _sample_fresh(fn: Callable[..., Any], arg_sets: Sequence[Args], device: str) -> tuple[float, Any]:
+    """Seconds per call over one call per argument set; also the last call's output."""
+    synchronize(device)
+    start = _clock()
+    for args in arg_sets:
+        out = fn(*args)
+    synchronize(device)
+    return (_clock() - start) / len(arg_sets), out
 
 
 def calls_for(fn: Callable[..., Any], args: Args, device: str, min_sample_s: float) -> int:
@@ -95,9 +110,16 @@ class Comparison:
     baseline: Timing
     candidate: Timing
     trials: int
+    timed_s: float = 0.0  # total seconds inside timed regions (to verify against an outside clock)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "baseline": self.baseline.as_dict(), "candidate": self.candidate.as_dict()}
+
+
+def _fresh_call_cap(args: Args) -> int:
+    """How many fresh argument sets fit in the budget (tensors counted twice, for their gradients)."""
+    nbytes = sum(2 * a.nbytes for a in args if isinstance(a, torch.Tensor)) or 1
+    return max(1, min(MAX_FRESH_CALLS, FRESH_INPUT_BUDGET_BYTES // nbytes))
 
 
 def compare(
@@ -111,33 +133,42 @@ def compare(
     min_sample_s: float = 0.01,
     check: Callable[[Any, Args], None] | None = None,
 ) -> Comparison:
-    """Interleave ``baseline`` and ``candidate`` over ``trials`` fresh inputs.
+    """Interleave ``baseline`` and ``candidate`` over ``trials`` trials of fresh inputs.
 
-    Each trial makes new arguments, times both functions on them (alternating
-    which goes first) and records the ratio.  ``check(output, args)``, when
-    given, is called on one candidate output per trial, outside the timed
-    region, so a candidate cannot pass by returning stale or cached results.
+    ``make_args(i)`` must return new, deterministic arguments for each index.
+    Every timed *call* gets its own argument set (made before timing), so
+    caching results by input cannot help; the two functions alternate which
+    goes first.  ``check(output, args)``, when given, is called outside the
+    timed region on the candidate's last output of each trial, against a
+    pristine copy of that call's arguments (made again), so stale, cached,
+    lazy or input-corrupting results fail.
     """
     for i in range(warmup):
         args = make_args(-1 - i)
         baseline(*args)
         candidate(*args)
     first = make_args(0)
-    calls_a = calls_for(baseline, first, device, min_sample_s)
-    calls_b = calls_for(candidate, first, device, min_sample_s)
+    cap = _fresh_call_cap(first)
+    calls_a = min(calls_for(baseline, first, device, min_sample_s), cap)
+    calls_b = min(calls_for(candidate, first, device, min_sample_s), cap)
     times_a: list[float] = []
     times_b: list[float] = []
     ratios: list[float] = []
+    timed = 0.0
     for trial in range(trials):
-        args = make_args(trial)
+        base = (trial + 1) * 100_003
+        sets_a = [make_args(base + j) for j in range(calls_a)]
+        sets_b = [make_args(base + j) for j in range(calls_b)]
         if trial % 2:
-            b = _sample(candidate, args, calls_b, device)
-            a = _sample(baseline, args, calls_a, device)
+            b, out = _sample_fresh(candidate, sets_b, device)
+            a, _ = _sample_fresh(baseline, sets_a, device)
         else:
-            a = _sample(baseline, args, calls_a, device)
-            b = _sample(candidate, args, calls_b, device)
+            a, _ = _sample_fresh(baseline, sets_a, device)
+            b, out = _sample_fresh(candidate, sets_b, device)
         if check is not None:
-            check(candidate(*args), args)
+            check(out, make_args(base + calls_b - 1))
+        del sets_a, sets_b
+        timed += a * calls_a + b * calls_b
         times_a.append(a)
         times_b.append(b)
         ratios.append(a / b)
@@ -145,5 +176,5 @@ def compare(
     return Comparison(
         speedup=med, speedup_q1=q1, speedup_q3=q3,
         baseline=Timing(*_summary(times_a), trials), candidate=Timing(*_summary(times_b), trials),
-        trials=trials,
+        trials=trials, timed_s=timed,
     )

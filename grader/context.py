@@ -39,6 +39,15 @@ class Context:
         except KeyError:
             raise KeyError(f"no {self.profile.device_class} threshold for {check_id} in {THRESHOLDS_FILE}") from None
 
+    def review_above(self, check_id: str) -> float | None:
+        """A speedup above this is implausible for the device class and goes to an instructor."""
+        review = self.thresholds.get("review", {})
+        entry = self.thresholds.get(self.profile.device_class, {}).get(check_id, {})
+        reference = float(entry.get("reference", 0.0))
+        if reference > 0:
+            return reference * float(review.get("max_over_reference", 3.0))
+        return float(review.get("max_speedup_unreferenced", 200.0))
+
     @classmethod
     def create(cls, profile: Profile | None = None, secret_seed: int | None = None) -> Context:
         """A context for this machine; the secret seed comes from the environment or is random."""

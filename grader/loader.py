@@ -17,6 +17,7 @@ from typing import Any
 
 from IPython.core.inputtransformer2 import TransformerManager
 
+MAX_NOTEBOOK_BYTES = 200 * 1024**2
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -38,6 +39,9 @@ def read_cells(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise NotebookError(f"notebook not found: {path}")
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        raise NotebookError(f"{path.name} is {path.stat().st_size / 1024**2:.0f} MiB, over the "
+                            f"{MAX_NOTEBOOK_BYTES / 1024**2:.0f} MiB limit: clear its outputs and submit again")
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:

@@ -25,6 +25,7 @@ class Measured:
     measured: float | None = None
     required: float | None = None
     detail: str = ""
+    timed_s: float | None = None  # seconds spent in timed regions, checked against the grader's own clock
 
 
 class Shortfall(AssertionError):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,7 +35,7 @@ def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used:
         "score": sum(c["points"] for c in checks),
         "max_score": sum(c["max_points"] for c in checks),
         "notebooks": [{"notebook": g.notebook, "exercise": g.exercise, "score": g.score,
-                       "max_score": g.max_score, "load_problems": g.problems} for g in grades],
+                       "max_score": g.max_score, "load_problems": g.problems, "flags": g.flags} for g in grades],
         "checks": checks,
     }
 
@@ -57,12 +59,24 @@ def print_table(report: dict, console: Console | None = None) -> None:
     for nb in report["notebooks"]:
         for problem in nb["load_problems"]:
             console.print(f"[yellow]note[/] {Path(nb['notebook']).name}: {problem}")
+        for flag in nb.get("flags", []):
+            style = "red" if flag["kind"] == "tamper" else "yellow"
+            console.print(f"[{style}]flagged for review[/] {Path(nb['notebook']).name}: code cell {flag['cell']}, "
+                          f"line {flag['line']}: {flag['message']}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename, so a crash never leaves a half-written report."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def write_reports(report: dict, json_path: Path) -> list[Path]:
     """Write ``json_path``, a markdown page beside it and, if there are speed checks, a chart."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(report, indent=2) + "\n")
+    _write_atomic(json_path, json.dumps(report, indent=2) + "\n")
     written = [json_path]
     speed = [c for c in report["checks"] if c["kind"] == "speed" and c["measured"] is not None]
     chart = json_path.with_suffix(".speedups.png")
@@ -90,5 +104,5 @@ def write_reports(report: dict, json_path: Path) -> list[Path]:
     if speed:
         md += ["", f"![speedups]({chart.name})"]
     md_path = json_path.with_suffix(".md")
-    md_path.write_text("\n".join(md) + "\n")
+    _write_atomic(md_path, "\n".join(md) + "\n")
     return [*written, md_path]

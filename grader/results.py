@@ -23,6 +23,7 @@ class CheckResult:
     required: float | None
     message: str
     seconds: float = 0.0
+    timed_s: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -59,7 +60,7 @@ def explain_exception(exc: BaseException) -> str:
 def run_check(check: Check, submission, ctx) -> CheckResult:
     """Run ``check``; every outcome (pass, assertion, exception) becomes a result."""
     start = time.perf_counter()
-    measured = required = None
+    measured = required = timed_s = None
     try:
         outcome = check.fn(submission, ctx)
     except Shortfall as exc:
@@ -71,8 +72,13 @@ def run_check(check: Check, submission, ctx) -> CheckResult:
     else:
         passed, message = True, "ok"
         if isinstance(outcome, Measured):
-            measured, required = outcome.measured, outcome.required
+            measured, required, timed_s = outcome.measured, outcome.required, outcome.timed_s
             message = outcome.detail or message
+            limit = ctx.review_above(check.id) if check.kind == "speed" else None
+            if limit is not None and measured is not None and measured > limit:
+                passed = False
+                message = (f"flagged for review: {measured:.1f}x is far above what the reference solution "
+                           f"measures on this device class (at most {limit:.1f}x is plausible); {message}")
     seconds = time.perf_counter() - start
     return CheckResult(check.id, check.exercise, check.kind, check.points if passed else 0, check.points,
-                       passed, measured, required, message, round(seconds, 3))
+                       passed, measured, required, message, round(seconds, 3), timed_s)

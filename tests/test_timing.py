@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 from coursekit.timing import compare, time_per_call
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Time with one CPU thread, as the smoke profile does: idle OpenMP threads on a busy machine
+    can stall every op for a scheduler time slice."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _work(x: torch.Tensor) -> torch.Tensor:

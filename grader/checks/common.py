@@ -19,6 +19,9 @@ def require_tensor(value: Any, what: str) -> torch.Tensor:
     """``value`` if it is a tensor, else an ``AssertionError`` naming what it was."""
     if not isinstance(value, torch.Tensor):
         raise AssertionError(f"{what} should be a torch.Tensor, got {type(value).__name__}")
+    if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+        raise AssertionError(f"{what} is a tensor subclass ({type(value).__name__}); return a plain torch.Tensor "
+                             "(a subclass can defer or fake its values)")
     return value
 
 

@@ -161,7 +161,7 @@ def _speed(ctx, check_id: str, candidate_loss, label: str) -> Measured:
         raise Shortfall(f"{label} is too slow: {detail}. Profile one call with coursekit.traffic.watch_traffic "
                         "and torch.profiler: per-call tensor building, syncs and per-class Python loops are the "
                         "usual costs.", measured=result.speedup, required=required)
-    return Measured(result.speedup, required, detail)
+    return Measured(result.speedup, required, detail, timed_s=result.timed_s)
 
 
 @check("ex01.smoothed_ce.speed", kind="speed", points=2, needs=("SmoothedCE",))

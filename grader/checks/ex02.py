@@ -217,4 +217,4 @@ def scorer_speed(sub, ctx) -> Measured:
     if result.speedup < required:
         raise Shortfall(f"compiled FixedScorer is too slow: {detail}; required {required:.2f}x. Remaining breaks "
                         "or host syncs are the usual cause.", measured=result.speedup, required=required)
-    return Measured(result.speedup, required, detail)
+    return Measured(result.speedup, required, detail, timed_s=result.timed_s)

@@ -1,0 +1,122 @@
+"""A static scan of a submission's code for known grading tricks.
+
+Flags are reported for an instructor to review; a ``tamper`` flag also zeroes
+the submission's speed checks, where such tricks would pay.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass
+
+from IPython.core.inputtransformer2 import TransformerManager
+
+# module -> why importing it in an exercise is suspicious
+SUSPICIOUS_IMPORTS = {
+    "gc": "can reach the grader's objects in memory", "inspect": "can read the grader's frames and source",
+    "ctypes": "can rewrite memory", "multiprocessing": "can talk to the grader's process",
+    "threading": "can run work outside the timed region", "subprocess": "can start processes",
+    "socket": "can open network connections", "signal": "can interfere with timeouts",
+}
+GRADER_INTERNALS = ("grader.reference", "grader.checks", "grader.context", "grader.worker", "grader.runner",
+                    "grader.results", "grader.integrity", "grader.registry")
+PATCHABLE_ROOTS = {"torch", "time", "grader", "coursekit", "builtins", "statistics", "numpy", "sys", "os"}
+SUSPICIOUS_CALLS = {
+    ("os", "_exit"): "ends the grading process", ("sys", "exit"): "ends the grading process",
+    ("os", "fork"): "forks the grading process", ("os", "kill"): "signals processes",
+    ("cuda", "Stream"): "runs work on a side stream, outside the timed stream",
+    ("cuda", "stream"): "runs work on a side stream, outside the timed stream",
+}
+SECRET_STRINGS = ("grader/", "solutions/", "thresholds.toml", "GRADER_SECRET_SEED", "secret_seed")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One finding: where, what, and whether it counts as tampering."""
+
+    cell: int
+    line: int
+    kind: str  # "tamper" or "review"
+    message: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"code cell {self.cell}, line {self.line}: {self.message}"
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> the top-level module it comes from (``import torch.nn.functional as F`` -> torch)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                names[a.asname or a.name] = node.module.split(".")[0]
+    return names
+
+
+def _scan_tree(tree: ast.AST, cell: int, aliases: dict[str, str]) -> list[Flag]:
+    def origin(dotted: str) -> str:
+        head = dotted.split(".")[0]
+        return aliases.get(head, head)
+
+    flags: list[Flag] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                root = name.split(".")[0]
+                if root in SUSPICIOUS_IMPORTS:
+                    flags.append(Flag(cell, line, "review", f"imports {name}, which {SUSPICIOUS_IMPORTS[root]}"))
+                if name.startswith(GRADER_INTERNALS):
+                    flags.append(Flag(cell, line, "tamper", f"imports the grader's internals ({name})"))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                dotted = _dotted(target) if isinstance(target, ast.Attribute) else ""
+                if dotted and origin(dotted) in PATCHABLE_ROOTS:
+                    flags.append(Flag(cell, line, "tamper", f"monkeypatches {dotted}"))
+        elif isinstance(node, ast.Call):
+            func = _dotted(node.func)
+            if func in ("setattr", "delattr") and node.args and origin(_dotted(node.args[0])) in PATCHABLE_ROOTS:
+                flags.append(Flag(cell, line, "tamper", f"{func}() on {_dotted(node.args[0])}"))
+            tail = tuple(func.split(".")[-2:])
+            if tail in SUSPICIOUS_CALLS:
+                flags.append(Flag(cell, line, "review", f"calls {func}, which {SUSPICIOUS_CALLS[tail]}"))
+            if func in ("exec", "eval", "__import__", "compile"):
+                flags.append(Flag(cell, line, "review", f"calls {func}(), which hides code from this scan"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            hit = next((s for s in SECRET_STRINGS if s in node.value), None)
+            if hit:
+                flags.append(Flag(cell, line, "tamper", f"refers to {hit!r}: reading grader or solution files?"))
+    return flags
+
+
+def scan_cells(cells: list[str]) -> list[Flag]:
+    """Flags for every code cell (cells that do not parse are skipped: the loader reports them)."""
+    transformer = TransformerManager()
+    trees: list[tuple[int, ast.AST]] = []
+    for index, raw in enumerate(cells, start=1):
+        try:
+            trees.append((index, ast.parse(transformer.transform_cell(raw))))
+        except SyntaxError:
+            continue
+    aliases: dict[str, str] = {}
+    for _, tree in trees:
+        aliases.update(_aliases(tree))
+    return [flag for index, tree in trees for flag in _scan_tree(tree, index, aliases)]
