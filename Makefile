@@ -6,11 +6,22 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SUBMISSION ?= exercises
 REPORT ?= reports/$(notdir $(basename $(SUBMISSION))).json
+# classroom: the nbgrader course folder, where `make collect` takes submissions from, and grading knobs
+COURSE ?= course
+SUBMISSIONS ?= submissions
+JOBS ?= 1
+EX ?= 01
+RUNS ?= 3
+FRACTION ?= 0.25
+BATCH ?= $(COURSE)/submitted
+BATCH_OUT ?= reports/batch
+ENGINE ?= local
 # nbgrader and jupyter call helper commands (alembic, jupyter-*) that live in the venv
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
-.PHONY: help setup test test-fast lab grade exercises check-exercises bench clean
+.PHONY: help setup test test-fast lab grade exercises check-exercises bench clean \
+	release collect autograde feedback export calibrate warm-cache check batch
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -41,6 +52,33 @@ check-exercises:  ## fail if exercises/ drifted from solutions/
 
 bench:  ## measure every lesson's figures; results in bench/results/ (device + torch in the name)
 	$(BIN)/python -m coursekit.bench --out bench/results
+
+release:  ## nbgrader release folder + learner kit zip in $(COURSE)/ (WARM=1 ships .cache/warm/*)
+	$(BIN)/python tools/classroom.py --course $(COURSE) release $(if $(WARM),--with-cache $(wildcard .cache/warm/*))
+
+collect:  ## copy SUBMISSIONS=dir (dir/<student>/NN_*.ipynb) into $(COURSE)/submitted/
+	$(BIN)/python tools/classroom.py --course $(COURSE) collect $(SUBMISSIONS)
+
+autograde:  ## nbgrader autograde, hidden checks put back (JOBS=n at once, FORCE=1, ASSIGNMENT=ex02)
+	$(BIN)/python tools/classroom.py --course $(COURSE) autograde --jobs $(JOBS) $(if $(FORCE),--force) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
+
+feedback:  ## per-student HTML feedback in $(COURSE)/feedback/
+	$(BIN)/python tools/classroom.py --course $(COURSE) feedback
+
+export:  ## grades to $(COURSE)/grades.csv and $(COURSE)/grades_by_check.csv
+	$(BIN)/python tools/classroom.py --course $(COURSE) export
+
+calibrate:  ## thresholds for this machine from the reference solutions (RUNS=3, FRACTION=0.25)
+	$(BIN)/python -m grader calibrate --runs $(RUNS) --fraction $(FRACTION)
+
+warm-cache:  ## pre-compile lessons + grader graphs, pack them in .cache/warm/, record cold vs warm
+	$(BIN)/python tools/warm_cache.py
+
+check:  ## workshop mode: check exercise EX=01 quickly (FULL=1 adds speed) + a progress table
+	$(BIN)/python -m grader check $(EX) $(if $(FULL),--full)
+
+batch:  ## grade every submission in BATCH=dir (default $(COURSE)/submitted) into BATCH_OUT, resumably
+	$(BIN)/python -m grader batch $(BATCH) --out $(BATCH_OUT) --engine $(ENGINE) $(if $(WORKERS),--workers $(WORKERS)) $(if $(FORCE),--force)
 
 clean:  ## remove caches, traces and reports (keeps .venv)
 	rm -rf .cache runs reports .pytest_cache

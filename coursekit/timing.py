@@ -178,3 +178,9 @@ def compare(
         baseline=Timing(*_summary(times_a), trials), candidate=Timing(*_summary(times_b), trials),
         trials=trials, timed_s=timed,
     )
+
+
+def time_each(fn: Callable[..., Any], arg_sets: Sequence[Args], device: str) -> list[float]:
+    """Seconds of each single call ``fn(*args)``, in order: a latency timeline (no warm-up, so the
+    first calls of a compiled function include compiling, and a call that recompiles shows as a spike)."""
+    return [_sample_fresh(fn, [args], device)[0] for args in arg_sets]

@@ -2,16 +2,23 @@
 
 Prints a score table and writes JSON and markdown reports.  Exits 0 whenever
 grading ran, whatever the score; 2 when the arguments are wrong.
+
+Subcommands (a folder literally named like one is graded as ``./NAME``):
+
+* ``python -m grader batch DIR``: grade a class, one submission per process (``grader.batch``);
+* ``python -m grader calibrate``: thresholds for this machine from the reference solutions (``grader.calibrate``);
+* ``python -m grader check EX``: workshop mode, one exercise quickly plus a progress table (``grader.workshop``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
 from coursekit.profile import get_profile
-from grader.context import THRESHOLDS_FILE, Context
+from grader.context import Context
 from grader.interface import NOTEBOOKS, exercise_for
 from grader.registry import checks_for, exercises
 from grader.report import build_report, print_table, write_reports
@@ -30,7 +37,22 @@ def find_notebooks(path: Path) -> list[tuple[str, Path]]:
     return [(exercise, path)]
 
 
+SUBCOMMANDS = {"batch": "grader.batch", "calibrate": "grader.calibrate", "check": "grader.workshop"}
+
+
+def threshold_sources(report: dict, ctx: Context) -> dict[str, str]:
+    """For each speed check in ``report``: the calibration file or the defaults it was graded against."""
+    return {c["id"]: ctx.threshold_source(c["id"]) for c in report["checks"] if c["kind"] == "speed"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(SUBCOMMANDS[argv[0]])
+        except ImportError as exc:
+            raise SystemExit(f"grader: `{argv[0]}` is not part of this copy of the grader ({exc})") from None
+        return module.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="a submission notebook, or a folder such as exercises/")
     parser.add_argument("--report", type=Path, help="JSON report path (default: reports/<name>.json)")
@@ -41,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.path} does not exist")
 
     profile = get_profile()
-    seed = Context.create(profile).secret_seed
+    ctx = Context.create(profile)
+    seed = ctx.secret_seed
     only = set(args.only.split(",")) if args.only else None
     grades = []
     for exercise, notebook in find_notebooks(args.path):
@@ -55,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         grades.append(grade_notebook(notebook, exercise, profile, seed, check_ids=ids,
                                      progress=not args.no_progress))
-    report = build_report(grades, profile, f"{THRESHOLDS_FILE.name} [{profile.device_class}]")
+    report = build_report(grades, profile, ctx.describe_thresholds())
+    report["threshold_sources"] = threshold_sources(report, ctx)
     print_table(report)
+    print(f"thresholds: {report['thresholds']}")
     target = args.report or Path("reports") / f"{args.path.stem or 'submission'}.json"
     for written in write_reports(report, target):
         print(f"wrote {written}")

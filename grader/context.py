@@ -1,23 +1,99 @@
-"""What every check receives besides the submission: profile, seeds, thresholds."""
+"""What every check receives besides the submission: profile, seeds, thresholds.
+
+Speed thresholds come from one of two places, per check:
+
+* a **calibration file** for this exact device, profile and torch version, written by
+  ``make calibrate`` (``grader/calibration/<device>-<profile>-torch<version>.toml``), or
+* the **device-class defaults** in ``grader/thresholds.toml`` (``cpu`` or ``cuda``).
+
+``GRADER_CALIBRATION`` chooses: unset looks in ``grader/calibration/``; a folder looks
+there instead; a file uses that file (if it was calibrated for this device); ``off``
+uses the defaults only.  Every report says which thresholds it used
+(``Context.describe_thresholds``).
+"""
 
 from __future__ import annotations
 
 import os
+import platform
+import re
 import secrets
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coursekit.profile import Profile, get_profile
+import torch
+
+from coursekit.profile import Profile, device_name, get_profile
 
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.toml")
+CALIBRATION_DIR = Path(__file__).with_name("calibration")
 SEED_ENV = "GRADER_SECRET_SEED"
+CALIBRATION_ENV = "GRADER_CALIBRATION"
 
 
 def load_thresholds(path: Path = THRESHOLDS_FILE) -> dict[str, dict[str, dict]]:
-    """``{device_class: {check_id: {required, reference, measured_on}}}``."""
+    """``{device_class: {check_id: {required, reference, measured_on}}}`` (empty where the file is absent,
+    as in the learner kit, which has no speed checks)."""
+    if not path.is_file():
+        return {}
     with path.open("rb") as fh:
         return tomllib.load(fh)
+
+
+def slug(text: str) -> str:
+    """Lower-case ``text`` with runs of other characters turned into ``-``."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def device_model(profile: Profile) -> str:
+    """The GPU's name on CUDA (``NVIDIA H100 80GB HBM3``), ``cpu <processor model>`` on CPU."""
+    if profile.device_class == "cuda":
+        return device_name(profile.device)
+    return f"cpu {cpu_model()}"
+
+
+def calibration_name(profile: Profile) -> str:
+    """``<device-model>-<profile>-torch<version>.toml``, e.g. ``cpu-amd-epyc-smoke-torch2.14.1-cu130.toml``."""
+    return f"{slug(device_model(profile))}-{profile.name}-torch{slug(torch.__version__)}.toml"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path(__file__).resolve().parents[1]))
+    except ValueError:
+        return str(path)
+
+
+def find_calibration(profile: Profile) -> tuple[Path | None, str]:
+    """The calibration file for this device, profile and torch version, or ``None`` and why not."""
+    setting = os.environ.get(CALIBRATION_ENV, "").strip()
+    if setting.lower() in ("off", "none", "0", "false"):
+        return None, f"calibration off ({CALIBRATION_ENV}={setting})"
+    wanted = calibration_name(profile)
+    chosen = Path(setting) if setting else CALIBRATION_DIR
+    path = chosen if chosen.suffix == ".toml" else chosen / wanted
+    if not path.is_file():
+        return None, f"no calibration file {_shown(path)}"
+    if path.name != wanted:  # a file named explicitly: use it only if it was measured here
+        with path.open("rb") as fh:
+            meta = tomllib.load(fh).get("calibration", {})
+        here = {"device": slug(device_model(profile)), "profile": profile.name, "torch": torch.__version__}
+        there = {k: meta.get(k) for k in here}
+        if there != here:
+            return None, f"ignored {_shown(path)}: calibrated for {there}, this is {here}"
+    return path, ""
 
 
 @dataclass
@@ -27,13 +103,16 @@ class Context:
     profile: Profile
     secret_seed: int
     thresholds: dict[str, dict[str, dict]] = field(default_factory=load_thresholds)
+    calibration: Path | None = None  # the calibration file in use, if any
+    calibrated: frozenset[str] = frozenset()  # check ids whose threshold comes from it
+    calibration_note: str = ""  # why no calibration file is used
 
     @property
     def device(self) -> str:
         return self.profile.device
 
     def required_speedup(self, check_id: str) -> float:
-        """The threshold for ``check_id`` on this device class."""
+        """The threshold for ``check_id`` on this device (calibrated) or device class (default)."""
         try:
             return float(self.thresholds[self.profile.device_class][check_id]["required"])
         except KeyError:
@@ -43,15 +122,53 @@ class Context:
         """A speedup above this is implausible for the device class and goes to an instructor."""
         review = self.thresholds.get("review", {})
         entry = self.thresholds.get(self.profile.device_class, {}).get(check_id, {})
+        if "review_above" in entry:  # a check whose ratio legitimately varies a lot sets its own limit
+            return float(entry["review_above"])
         reference = float(entry.get("reference", 0.0))
         if reference > 0:
             return reference * float(review.get("max_over_reference", 3.0))
         return float(review.get("max_speedup_unreferenced", 200.0))
 
+    def threshold_source(self, check_id: str) -> str:
+        """Where ``check_id``'s threshold comes from: the calibration file or the device-class defaults."""
+        if check_id in self.calibrated and self.calibration is not None:
+            return f"calibration {_shown(self.calibration)}"
+        return f"{THRESHOLDS_FILE.name} [{self.profile.device_class}]"
+
+    def describe_thresholds(self) -> str:
+        """One line for reports: which thresholds were used, and for which checks."""
+        defaults = f"{THRESHOLDS_FILE.name} [{self.profile.device_class}]"
+        if self.calibration is None:
+            why = f"; {self.calibration_note}" if self.calibration_note else ""
+            return f"{defaults} (device-class defaults{why})"
+        rest = sorted(set(self.thresholds.get(self.profile.device_class, {})) - self.calibrated)
+        text = f"calibration {_shown(self.calibration)} for {', '.join(sorted(self.calibrated))}"
+        return text + (f"; {defaults} defaults for {', '.join(rest)}" if rest else "")
+
+    def use_calibration(self, path: Path) -> None:
+        """Take this device's calibrated thresholds from ``path``; other checks keep the defaults."""
+        with path.open("rb") as fh:
+            checks = tomllib.load(fh).get("checks", {})
+        merged = dict(self.thresholds)
+        device_class = self.profile.device_class
+        merged[device_class] = {**merged.get(device_class, {})}
+        for cid, entry in checks.items():
+            if float(entry.get("required", 0)) > 0:
+                merged[device_class][cid] = {**merged[device_class].get(cid, {}), **entry}
+        self.thresholds = merged
+        self.calibration = path
+        self.calibrated = frozenset(cid for cid in checks if cid in merged[device_class])
+
     @classmethod
     def create(cls, profile: Profile | None = None, secret_seed: int | None = None) -> Context:
-        """A context for this machine; the secret seed comes from the environment or is random."""
+        """A context for this machine: the secret seed comes from the environment or is random, and the
+        thresholds from this device's calibration file where there is one (see the module docstring)."""
         if secret_seed is None:
             env = os.environ.get(SEED_ENV)
             secret_seed = int(env) if env else secrets.randbits(31)
-        return cls(profile=profile or get_profile(), secret_seed=secret_seed)
+        ctx = cls(profile=profile or get_profile(), secret_seed=secret_seed)
+        path, note = find_calibration(ctx.profile)
+        if path is not None:
+            ctx.use_calibration(path)
+        ctx.calibration_note = note
+        return ctx

@@ -51,7 +51,22 @@ INTERFACE: dict[str, dict[str, Name]] = {
     },
 }
 
-NOTEBOOKS: dict[str, str] = {"ex01": "01_cross_entropy_ladder.ipynb", "ex02": "02_graph_breaks.ipynb"}
+INTERFACE["ex04"] = {
+    n.name: n
+    for n in (
+        Name("bucket_length", "def bucket_length(n: int) -> int: the padded length (>= n, non-decreasing, at most "
+             "MAX_BUCKETS distinct values over 1..MAX_LEN) for a batch whose longest sequence has n tokens."),
+        Name("collate", "def collate(seqs: list[Tensor]) -> (tokens [B, bucket_length(longest)] int64 padded with "
+             "PAD, mask [B, same] bool, True on real tokens)."),
+        Name("MaskedTagger", "class MaskedTagger(NaiveTagger): forward(tokens, mask) -> logits [B, classes], equal "
+             "to NaiveTagger on each unpadded sequence, with no Python-scalar guard."),
+        Name("compile_tagger", "def compile_tagger(model, backend='inductor') -> Callable: the model compiled with "
+             "torch.compile(..., backend=backend) for a stream of bucketed batches."),
+    )
+}
+
+NOTEBOOKS: dict[str, str] = {"ex01": "01_cross_entropy_ladder.ipynb", "ex02": "02_graph_breaks.ipynb",
+                             "ex04": "04_dynamic_shapes.ipynb"}
 
 
 def exercise_for(path: Path) -> str | None:

@@ -3,31 +3,146 @@
 Each autograde cell in ``solutions/`` calls ``run_check("<id>", globals())``;
 nbgrader gives the cell's points when it runs without error.  The check is
 the same function ``python -m grader`` and pytest run.
+
+Inside a notebook (a learner's kernel, or nbgrader's autograde):
+
+* warnings go to stdout, never stderr, so they cannot zero a passing cell;
+* a check that runs past its time limit (``GRADER_CHECK_TIMEOUT`` seconds, default
+  the grader's per-check timeout) stops with the same message ``python -m grader``
+  gives, and so does one interrupted by nbgrader's cell timeout;
+* the outcome is shown as text and also published as structured data
+  (``application/vnd.coursekit.check+json``: points, measured vs required, the
+  message, which thresholds) for ``make feedback`` to read back;
+* a failure raises ``AssertionError`` with the teaching message, from ``run_check``
+  itself: the traceback shows the cell and that one line, never a hidden check's code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from grader.context import Context
 from grader.interface import Submission
 from grader.quiet import stderr_to_stdout
-from grader.registry import get
+from grader.registry import Check, get
+from grader.results import CheckResult
 from grader.results import run_check as _run
+
+TIMEOUT_ENV = "GRADER_CHECK_TIMEOUT"
+RESULT_MIME = "application/vnd.coursekit.check+json"
+TIMEOUT_MESSAGE = ("this check took longer than {limit:.0f} s: an endless loop, a blocking call, "
+                   "or far too slow a solution?")
 
 _CONTEXT: Context | None = None
 
 
-def run_check(check_id: str, namespace: dict[str, Any]) -> None:
-    """Run ``check_id`` against ``namespace``; print the outcome, raise ``AssertionError`` if it fails."""
-    global _CONTEXT
-    check = get(check_id)
-    _CONTEXT = _CONTEXT or Context.create()
-    with stderr_to_stdout():
-        result = _run(check, Submission(check.exercise, namespace), _CONTEXT)
+class CheckTimeout(BaseException):
+    """Raised inside a check that ran out of time (not an ``Exception``, so learner code cannot swallow it)."""
+
+
+def check_timeout_s(ctx: Context) -> float:
+    """Seconds one check may run: ``GRADER_CHECK_TIMEOUT``, else the grader's per-check timeout."""
+    env = os.environ.get(TIMEOUT_ENV)
+    if env:
+        return float(env)
+    from grader.runner import CHECK_TIMEOUT_S
+
+    return CHECK_TIMEOUT_S[ctx.profile.device_class]
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise ``CheckTimeout`` in this (main) thread after ``seconds``; a no-op elsewhere."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise CheckTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _profile_threads(ctx: Context) -> Iterator[None]:
+    """The profile's CPU thread count while the check runs (as in ``python -m grader``), then the kernel's own."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(ctx.profile.threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _fmt(value: float | None, kind: str) -> str:
+    return "-" if value is None else (f"{value:.2f}x" if kind == "speed" else f"{value:g}")
+
+
+def describe(result: CheckResult, check: Check, ctx: Context) -> tuple[str, dict]:
+    """The text a learner sees, and the structured record ``make feedback`` reads."""
     mark = "PASS" if result.passed else "FAIL"
-    print(f"[{mark}] {check.id} ({result.points:g}/{result.max_points}): {check.title}")
+    lines = [f"[{mark}] {check.id} ({result.points:g}/{result.max_points}): {check.title}"]
+    source = ctx.threshold_source(check.id) if check.kind == "speed" else None
+    if result.measured is not None and result.required is not None:
+        line = f"       measured {_fmt(result.measured, check.kind)}, required {_fmt(result.required, check.kind)}"
+        lines.append(line + (f" (thresholds: {source})" if source else ""))
+    if result.passed and result.message != "ok":
+        lines.append(f"       {result.message}")
+    record = {**result.as_dict(), "title": check.title, "public": check.public, "thresholds": source}
+    return "\n".join(lines), record
+
+
+def _publish(text: str, record: dict) -> None:
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        from IPython.display import publish_display_data
+
+        publish_display_data({"text/plain": text, RESULT_MIME: record})
+    else:
+        print(text)
+
+
+def run_check(check_id: str, namespace: dict[str, Any]) -> None:
+    """Run ``check_id`` against ``namespace``; show the outcome, raise ``AssertionError`` if it fails."""
+    global _CONTEXT
+    try:
+        check = get(check_id)
+    except KeyError:
+        raise LookupError(f"check {check_id!r} is not part of this copy of the grader: ask your instructor for "
+                          "the current kit") from None
+    _CONTEXT = _CONTEXT or Context.create()
+    limit = check_timeout_s(_CONTEXT)
+    start = time.perf_counter()
+    try:
+        with stderr_to_stdout(), _profile_threads(_CONTEXT):
+            with _time_limit(limit):
+                result = _run(check, Submission(check.exercise, namespace), _CONTEXT)
+    except CheckTimeout:
+        result = CheckResult.failed(check, TIMEOUT_MESSAGE.format(limit=limit), time.perf_counter() - start)
+    except KeyboardInterrupt:
+        result = CheckResult.failed(check, "the check was interrupted (by you, or by the autograder's time limit "
+                                           "for a cell) before it finished: an endless loop or a blocking call?",
+                                    time.perf_counter() - start)
+    text, record = describe(result, check, _CONTEXT)
+    _publish(text, record)
     if not result.passed:
         raise AssertionError(result.message)
-    if result.message != "ok":
-        print(f"       {result.message}")

@@ -11,6 +11,8 @@ SOLUTION_01 = ROOT / "solutions" / "01_cross_entropy_ladder.ipynb"
 EXERCISE_01 = ROOT / "exercises" / "01_cross_entropy_ladder.ipynb"
 SOLUTION_02 = ROOT / "solutions" / "02_graph_breaks.ipynb"
 EXERCISE_02 = ROOT / "exercises" / "02_graph_breaks.ipynb"
+SOLUTION_04 = ROOT / "solutions" / "04_dynamic_shapes.ipynb"
+EXERCISE_04 = ROOT / "exercises" / "04_dynamic_shapes.ipynb"
 
 
 def variant(solution: Path, out: Path, edits: dict[str, str]) -> Path:
@@ -75,9 +77,26 @@ WRONG_02: dict[str, tuple[dict[str, str], set[str]]] = {
     ),
 }
 
+WRONG_04: dict[str, tuple[dict[str, str], set[str]]] = {
+    "padding without a mask": (
+        {"        weights = mask.unsqueeze(-1).to(h.dtype)\n        pooled = (h * weights).sum(1) / weights.sum(1)":
+         "        pooled = h.mean(1)"},
+        {"ex04.tagger.outputs", "ex04.stream.outputs"},
+    ),
+    "a bucket per length": (
+        {"    for bucket in BUCKETS:\n        if n <= bucket:\n            return bucket\n": "    return n\n"},
+        {"ex04.collate.layout", "ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
+    ),
+    "the call counter left in": (
+        {"        h = self.embed(tokens)\n        h = h + F.gelu": "        self.calls += 1\n"
+         "        h = self.embed(tokens) * min(1.0, self.calls)\n        h = h + F.gelu"},
+        {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
+    ),
+}
 
 # exercise -> (solution, unmodified exercise, wrong submissions)
 EXERCISES = {
     "ex01": (SOLUTION_01, EXERCISE_01, WRONG_01),
     "ex02": (SOLUTION_02, EXERCISE_02, WRONG_02),
+    "ex04": (SOLUTION_04, EXERCISE_04, WRONG_04),
 }

@@ -14,6 +14,7 @@ from grader.registry import checks_for
 from submissions import EXERCISES, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
+SPEED_REPEATS = {"ex04": (1,)}  # exercise 4's speed check times compiles: ~25 s a run on CPU
 WRONG = [(ex, name) for ex, (_, _, wrong) in EXERCISES.items() for name in wrong]
 
 
@@ -31,11 +32,11 @@ def test_solution_passes_every_check(grade, exercise: str) -> None:
 
 @pytest.mark.parametrize("exercise", list(EXERCISES))
 def test_solution_speed_is_repeatable_with_margin(grade, exercise: str) -> None:
-    """Three more grading runs (fresh processes, other secret seeds): every speed check passes each time,
+    """More grading runs (fresh processes, other secret seeds): every speed check passes each time,
     and even the slowest run clears the threshold by half again the gain it demands."""
     ctx = Context.create()
     measured: dict[str, list[float]] = {cid: [] for cid in _ids(exercise, "speed")}
-    for seed in (1, 2, 3):
+    for seed in SPEED_REPEATS.get(exercise, (1, 2, 3)):
         for cid, r in grade(EXERCISES[exercise][0], list(measured), seed=seed).items():
             assert r.passed, f"run with seed {seed}: {cid}: {r.message}"
             measured[cid].append(r.measured)
@@ -58,11 +59,12 @@ def test_unmodified_exercise_fails_every_check_with_a_teaching_message(grade, ex
 
 @pytest.mark.parametrize("exercise, name", WRONG, ids=[f"{ex}: {name}" for ex, name in WRONG])
 def test_wrong_submission_fails_exactly_the_right_checks(grade, tmp_path: Path, exercise: str, name: str) -> None:
-    """Every correctness and structure check fails or passes exactly as expected. A speed check must fail
-    when expected (a wrong result is caught while timing); otherwise its outcome is a measurement."""
+    """Every correctness and structure check fails or passes exactly as expected. A speed check runs only
+    where it must fail (a wrong result caught while timing); elsewhere its outcome is a measurement."""
     solution, _, wrong = EXERCISES[exercise]
     edits, expected = wrong[name]
-    results = grade(variant(solution, tmp_path / solution.name, edits))
+    ids = [c.id for c in checks_for(exercise) if c.kind != "speed" or c.id in expected]
+    results = grade(variant(solution, tmp_path / solution.name, edits), ids)
     failed = {cid for cid, r in results.items() if not r.passed}
     judged = {cid for cid, r in results.items() if r.kind != "speed" or cid in expected}
     assert failed & judged == expected, (

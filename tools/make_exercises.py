@@ -39,6 +39,32 @@ def _header(path: Path, name: str) -> None:
     nbformat.write(nb, path)
 
 
+def generate_assignment(course: Path, solution: Path, db_url: str | None = None) -> Path:
+    """Run nbgrader's ``generate_assignment`` for one solution notebook in the course folder ``course``.
+
+    The assignment is ``exNN`` (from the ``NN_`` prefix); nbgrader records it in the gradebook
+    (``db_url``, default ``course/gradebook.db``) and writes ``course/release/exNN/<name>``, which is returned.
+    """
+    assignment = f"ex{solution.name[:2]}"
+    (course / "source" / assignment).mkdir(parents=True, exist_ok=True)
+    shutil.copy(solution, course / "source" / assignment / solution.name)
+    header = course / f"header-{assignment}.ipynb"
+    _header(header, solution.name)
+    db_url = db_url or f"sqlite:///{course / 'gradebook.db'}"
+    cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force", "--quiet",
+           f"--CourseDirectory.root={course}", f"--db={db_url}", f"--IncludeHeaderFooter.header={header}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=course, env=nbgrader_env())
+    if proc.returncode:
+        raise SystemExit(f"nbgrader generate_assignment failed for {solution.name}:\n{proc.stdout}{proc.stderr}")
+    return course / "release" / assignment / solution.name
+
+
+def nbgrader_env() -> dict[str, str]:
+    """The environment for an nbgrader subprocess: it runs the `alembic` command, which lives beside this
+    interpreter, and jupyter's helper commands."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 def generate(out_dir: Path) -> list[Path]:
     """Write one exercise notebook per solution notebook into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -46,22 +72,8 @@ def generate(out_dir: Path) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="nbgrader-") as tmp:
         course = Path(tmp)
         for solution in sorted(SOLUTIONS.glob("[0-9][0-9]_*.ipynb")):
-            assignment = f"ex{solution.name[:2]}"
-            (course / "source" / assignment).mkdir(parents=True)
-            shutil.copy(solution, course / "source" / assignment / solution.name)
-            header = course / f"header-{assignment}.ipynb"
-            _header(header, solution.name)
-            cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force", "--quiet",
-                   f"--CourseDirectory.root={course}", f"--db=sqlite:///{course / 'gradebook.db'}",
-                   f"--IncludeHeaderFooter.header={header}"]
-            # nbgrader runs the `alembic` command, which lives beside this interpreter
-            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=course, env=env)
-            if proc.returncode:
-                raise SystemExit(f"nbgrader generate_assignment failed for {solution.name}:\n"
-                                 f"{proc.stdout}{proc.stderr}")
             target = out_dir / solution.name
-            shutil.copy(course / "release" / assignment / solution.name, target)
+            shutil.copy(generate_assignment(course, solution), target)
             written.append(target)
     return written
 

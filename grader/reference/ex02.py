@@ -27,22 +27,3 @@ def outputs_and_grads(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, 
     out.square().sum().backward()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
     return out.detach(), x.grad.detach(), grads
-
-
-def torch_calibrate(device: str, dtype: torch.dtype = torch.float32):
-    """A pure-torch twin of ``calibrate`` (np.interp semantics) with its constants built up front.
-
-    The traffic check swaps it in for the learner's op, so the op's own host
-    round trip (its known price) is not counted against the learner's forward.
-    """
-    from coursekit.ex02 import CALIBRATION_X, CALIBRATION_Y
-
-    xp = torch.tensor(CALIBRATION_X, dtype=dtype, device=device)
-    fp = torch.tensor(CALIBRATION_Y, dtype=dtype, device=device)
-
-    def calibrate(top: torch.Tensor) -> torch.Tensor:
-        i = torch.searchsorted(xp, top.detach().contiguous()).clamp(1, len(xp) - 1)
-        t = ((top.detach() - xp[i - 1]) / (xp[i] - xp[i - 1])).clamp(0, 1)
-        return fp[i - 1] + t * (fp[i] - fp[i - 1])
-
-    return calibrate

@@ -1,0 +1,181 @@
+"""Lesson 4's model and data: a small transformer encoder over variable-length token sequences.
+
+* ``SeqClassifier``: token + learned position embeddings, one pre-norm attention
+  block (``F.scaled_dot_product_attention`` with a key-padding mask), a
+  feed-forward block, a masked mean pool and a linear classifier.
+  ``forward(tokens [B, L], lengths [B])`` builds its mask from ``lengths``, so a
+  padded batch gives each sequence the same output as that sequence alone.
+* ``length_stream``: seeded, length-grouped batches (the longest sequence of each
+  batch varies from step to step, as with a sampler that groups by length).
+* ``pad_to_longest`` (the usual collate: a new shape almost every step) and
+  ``pad_to_bucket`` (pad up to one of a few fixed lengths: a few static shapes).
+* ``CountingClassifier`` keeps a Python ``int`` step counter that ``forward``
+  reads (a warm-up ramp), ``FloatRampClassifier`` a Python ``float`` the training
+  loop sets, and ``BufferClassifier`` the fix: the counter as a tensor buffer.
+
+All classes share one ``state_dict`` layout (the counters are non-persistent).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+VOCAB = 256
+PAD = 0
+MAX_LEN = 64  # longest sequence in any stream (the position table's size)
+MIN_LEN = 2
+BUCKETS = (16, 32, 64)  # pad_to_bucket's lengths
+RAMP_STEPS = 100  # the scalar-guard variants' warm-up ramp
+
+Batch = tuple[torch.Tensor, torch.Tensor]  # tokens [B, L] (PAD beyond each length), lengths [B] int64
+Collate = Callable[[Sequence[torch.Tensor]], Batch]
+
+
+class SeqClassifier(nn.Module):
+    """Embed, one attention block, feed-forward, masked mean pool, classify."""
+
+    def __init__(self, vocab: int = VOCAB, dim: int = 32, heads: int = 4, classes: int = 4,
+                 max_len: int = MAX_LEN) -> None:
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, dim, padding_idx=PAD)
+        self.pos = nn.Parameter(0.02 * torch.randn(max_len, dim))
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.ff = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.head = nn.Linear(dim, classes)
+
+    def ramp(self) -> float | torch.Tensor:
+        """How much of the position embedding to add (1 here; the scalar-guard variants ramp it up)."""
+        return 1.0
+
+    def attention(self, h: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """Multi-head self-attention; ``keep [B, L]`` is False at padded positions (never attended to)."""
+        b, n, d = h.shape
+        q, k, v = self.qkv(h).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+        return self.proj(out.transpose(1, 2).reshape(b, n, d))
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        keep = torch.arange(n, device=tokens.device) < lengths[:, None]  # [B, L]
+        h = self.embed(tokens) + self.ramp() * self.pos[:n]
+        h = h + self.attention(self.norm1(h), keep)
+        h = h + self.ff(self.norm2(h))
+        w = keep.unsqueeze(-1).to(h.dtype)
+        pooled = (h * w).sum(1) / w.sum(1)  # masked mean: padded positions do not count
+        return self.head(pooled)
+
+
+class CountingClassifier(SeqClassifier):
+    """Counts its calls in a Python ``int`` and ramps the position embedding in over ``RAMP_STEPS`` calls.
+
+    Dynamo specialises ``int`` attributes of modules: every call sees a new
+    constant, fails a guard and recompiles, until the recompile limit.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.step = 0
+
+    def ramp(self) -> float:
+        self.step += 1
+        return min(1.0, self.step / RAMP_STEPS)
+
+
+class FloatRampClassifier(SeqClassifier):
+    """The ramp as a Python ``float`` attribute that the training loop sets before each call."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.alpha = 0.0
+
+    def ramp(self) -> float:
+        return self.alpha
+
+
+class BufferClassifier(SeqClassifier):
+    """The fix: the counter is a tensor buffer, updated in place inside the graph (no guard on its value)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.register_buffer("step", torch.zeros((), dtype=torch.long), persistent=False)
+
+    def ramp(self) -> torch.Tensor:
+        with torch.no_grad():
+            self.step.add_(1)
+        return (self.step / RAMP_STEPS).clamp(max=1.0)
+
+
+VARIANTS: dict[str, type[SeqClassifier]] = {
+    "plain": SeqClassifier, "int counter": CountingClassifier, "float attribute": FloatRampClassifier,
+    "tensor buffer": BufferClassifier,
+}
+
+
+def build(name: str = "plain", seed: int = 0, device: str = "cpu") -> SeqClassifier:
+    """A variant of ``VARIANTS`` with seeded weights (the same for every variant), in eval mode."""
+    torch.manual_seed(seed)
+    return VARIANTS[name]().to(device).eval()
+
+
+def length_stream(steps: int, batch: int, seed: int, *, low: int = MIN_LEN, high: int = MAX_LEN,
+                  spread: float = 0.5) -> list[list[int]]:
+    """Sequence lengths per step: each batch's longest is random in ``[low, high]``, the rest at least
+    ``1 - spread`` times it (batches of similar lengths, as a sampler that groups by length delivers them)."""
+    rng = random.Random(seed)
+    steps_out = []
+    for _ in range(steps):
+        longest = rng.randint(low, high)
+        shortest = max(low, int(longest * (1 - spread)))
+        steps_out.append([longest] + [rng.randint(shortest, longest) for _ in range(batch - 1)])
+    return steps_out
+
+
+def sequences(lengths: Sequence[int], seed: int) -> list[torch.Tensor]:
+    """Random token sequences (no ``PAD``) of the given lengths."""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, VOCAB, (n,), generator=gen) for n in lengths]
+
+
+def pad_to(seqs: Sequence[torch.Tensor], length: int) -> Batch:
+    """Right-pad ``seqs`` with ``PAD`` to ``length``; also their true lengths."""
+    tokens = torch.full((len(seqs), length), PAD, dtype=torch.long)
+    for row, s in zip(tokens, seqs):
+        row[: len(s)] = s
+    return tokens, torch.tensor([len(s) for s in seqs])
+
+
+def pad_to_longest(seqs: Sequence[torch.Tensor]) -> Batch:
+    """The usual collate: pad to the batch's longest sequence (a new shape whenever that changes)."""
+    return pad_to(seqs, max(len(s) for s in seqs))
+
+
+def bucket_for(length: int, buckets: Sequence[int] = BUCKETS) -> int:
+    """The smallest bucket that holds ``length``."""
+    for b in sorted(buckets):
+        if length <= b:
+            return b
+    raise ValueError(f"length {length} exceeds the largest bucket {max(buckets)}")
+
+
+def pad_to_bucket(seqs: Sequence[torch.Tensor], buckets: Sequence[int] = BUCKETS) -> Batch:
+    """Pad to the smallest bucket that holds the longest sequence: only ``len(buckets)`` shapes ever."""
+    return pad_to(seqs, bucket_for(max(len(s) for s in seqs), buckets))
+
+
+def stream_batches(stream: Sequence[Sequence[int]], seed: int, collate: Collate = pad_to_longest,
+                   device: str = "cpu") -> list[Batch]:
+    """One collated batch per step of ``stream`` (the same tokens for every collate), on ``device``."""
+    out = []
+    for i, lengths in enumerate(stream):
+        tokens, lens = collate(sequences(lengths, seed * 10_000 + i))
+        out.append((tokens.to(device), lens.to(device)))
+    return out

@@ -1,0 +1,322 @@
+"""``python -m grader batch DIR``: grade a whole class, resumably, with a bounded pool of workers.
+
+``DIR`` holds one folder per student, with that student's exercise notebooks at any depth
+(``DIR/<student>/01_cross_entropy_ladder.ipynb``, or nbgrader's ``submitted/<student>/ex01/...``).
+Each submission (one student's notebook for one exercise) is graded by
+``grader.runner.grade_notebook``, in processes of its own, exactly as ``python -m grader`` grades it.
+Before grading, locked cells a learner deleted or edited are restored from the released notebooks
+(``--restore-from``, default ``exercises/``), as ``make autograde`` does, and the repairs are reported.
+
+Results go to ``--out`` (default ``reports/batch``): ``<student>/<exercise>.json`` per submission (the
+same report as ``python -m grader``, plus the student, the notebook's sha256 and any repairs),
+``summary.csv`` (one row per student and check) and ``scores.csv`` (one row per submission).  A re-run
+skips every submission already graded from the same notebook content with the same checks, so a batch
+that was stopped resumes where it was; ``--force`` regrades everything.
+
+Engines:
+
+* ``local`` (default): a pool of worker slots on this machine.  On CUDA there is one slot per GPU,
+  each pinned to its GPU with ``CUDA_VISIBLE_DEVICES``, so a submission has a GPU to itself while it
+  is timed; on CPU a small pool (``--workers``, default half the cores, at most 4).
+* ``ray``: the same jobs as Ray tasks, for a class that outgrows one machine: on the cluster at
+  ``--ray-address`` (or ``RAY_ADDRESS``), else on a local Ray instance.  A task asks Ray for one GPU on
+  CUDA (Ray then sets ``CUDA_VISIBLE_DEVICES`` for it) or one CPU.  Notebooks travel to the tasks as
+  bytes and reports travel back, so only this machine needs the submissions and writes results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import socket
+import sys
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from coursekit.profile import get_profile
+from grader.context import Context
+from grader.interface import NOTEBOOKS, exercise_for
+from grader.registry import checks_for, get
+from grader.report import build_report
+from grader.results import CheckResult
+from grader.runner import CHECK_TIMEOUT_S, NOTEBOOK_BUDGET_S, NotebookGrade, grade_notebook
+
+SUMMARY_FIELDS = ["student", "exercise", "check", "kind", "points", "max_points", "passed", "measured", "required",
+                  "message"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission: a student's notebook for one exercise, and where its report goes."""
+
+    student: str
+    exercise: str
+    notebook: Path
+    sha256: str
+    report: Path
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def discover(folder: Path, out: Path) -> tuple[list[Job], list[str]]:
+    """Every ``DIR/<student>/**/NN_*.ipynb``; warnings for files that are not submissions."""
+    jobs: dict[tuple[str, str], Job] = {}
+    warnings = []
+    for loose in sorted(folder.glob("*.ipynb")):
+        warnings.append(f"{loose}: put each student's notebooks in {folder}/<student>/; skipped")
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for notebook in sorted(student.rglob("*.ipynb"), key=lambda p: p.stat().st_mtime):
+            if ".ipynb_checkpoints" in notebook.parts:
+                continue
+            exercise = exercise_for(notebook)
+            if exercise is None:
+                warnings.append(f"{notebook}: not an exercise notebook (NN_topic.ipynb); skipped")
+                continue
+            key = (student.name, exercise)
+            if key in jobs:
+                warnings.append(f"{student.name} has two {exercise} notebooks; grading the newer, {notebook.name}")
+            jobs[key] = Job(student.name, exercise, notebook, sha256(notebook), out / student.name / f"{exercise}.json")
+    return sorted(jobs.values(), key=lambda j: (j.student, j.exercise)), warnings
+
+
+def is_done(job: Job, ids: list[str]) -> bool:
+    """A report exists for this notebook content and these checks."""
+    try:
+        data = json.loads(job.report.read_text())
+    except (OSError, ValueError):
+        return False
+    return data.get("sha256") == job.sha256 and [c["id"] for c in data.get("checks", [])] == ids
+
+
+def grade_job(student: str, exercise: str, notebook: str, content: bytes, check_ids: list[str], seed: int,
+              restore_from: str | None, check_timeout_s: float | None, budget_s: float | None,
+              profile_name: str | None = None, device: str | None = None) -> dict:
+    """Grade one submission here (a local slot or a Ray task) and return its report."""
+    import nbformat
+
+    from grader.restore import restore_locked_cells
+
+    started = time.monotonic()
+    profile = get_profile(profile_name, device)
+    ctx = Context.create(profile, seed)
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="batch-") as tmp:
+        path = Path(tmp) / NOTEBOOKS[exercise]
+        path.write_bytes(content)
+        released = Path(restore_from) / NOTEBOOKS[exercise] if restore_from else None
+        if released is not None and released.is_file():
+            try:
+                nb = nbformat.reads(content.decode("utf-8"), as_version=4)
+            except Exception:  # noqa: BLE001 - an unreadable notebook is graded as it is: the grader explains
+                nb = None
+            if nb is not None:
+                notes = restore_locked_cells(nb, nbformat.read(released, as_version=4))
+                if notes:
+                    nbformat.write(nb, path)
+        grade = grade_notebook(path, exercise, profile, ctx.secret_seed, check_ids=check_ids,
+                               check_timeout_s=check_timeout_s, budget_s=budget_s, progress=False)
+    grade.notebook = notebook
+    report = build_report([grade], profile, ctx.describe_thresholds())
+    report.update(student=student, exercise=exercise, submission=notebook,
+                  sha256=hashlib.sha256(content).hexdigest(), integrity=notes,
+                  threshold_sources={c: ctx.threshold_source(c) for c in check_ids if get(c).kind == "speed"},
+                  host=socket.gethostname(), gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                  seconds=round(time.monotonic() - started, 2))
+    return report
+
+
+def failed_report(job: Job, ids: list[str], message: str) -> dict:
+    """A zero for every check of ``job`` when its grading itself broke (not the learner's code)."""
+    profile = get_profile()
+    grade = NotebookGrade(str(job.notebook), job.exercise, [CheckResult.failed(get(c), message) for c in ids])
+    report = build_report([grade], profile, Context.create(profile, 0).describe_thresholds())
+    report.update(student=job.student, exercise=job.exercise, submission=str(job.notebook), sha256="",
+                  integrity=[], error=message)
+    return report
+
+
+def write_report(path: Path, report: dict) -> None:
+    """Atomically, so a stopped batch never leaves a half-written report behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(report, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def write_summary(out: Path, jobs: list[Job]) -> tuple[Path, Path]:
+    """``summary.csv`` (student x check) and ``scores.csv`` (one row per submission) from the reports."""
+    summary, scores = out / "summary.csv", out / "scores.csv"
+    out.mkdir(parents=True, exist_ok=True)
+    with summary.open("w", newline="") as fs, scores.open("w", newline="") as fc:
+        rows = csv.DictWriter(fs, fieldnames=SUMMARY_FIELDS)
+        totals = csv.DictWriter(fc, fieldnames=["student", "exercise", "score", "max_score", "integrity",
+                                                "thresholds", "report"])
+        rows.writeheader()
+        totals.writeheader()
+        for job in jobs:
+            try:
+                report = json.loads(job.report.read_text())
+            except (OSError, ValueError):
+                continue
+            for c in report["checks"]:
+                rows.writerow({"student": job.student, "exercise": job.exercise, "check": c["id"],
+                               **{k: c[k] for k in SUMMARY_FIELDS[3:]}})
+            totals.writerow({"student": job.student, "exercise": job.exercise, "score": report["score"],
+                             "max_score": report["max_score"], "integrity": "; ".join(report.get("integrity", [])),
+                             "thresholds": report["thresholds"], "report": str(job.report)})
+    return summary, scores
+
+
+def cuda_slots(limit: int | None) -> list[str]:
+    """The GPUs this machine may use (respecting ``CUDA_VISIBLE_DEVICES``), one slot each."""
+    import torch
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = [g.strip() for g in visible.split(",") if g.strip()] if visible else \
+        [str(i) for i in range(torch.cuda.device_count())]
+    return gpus[:limit] if limit else gpus
+
+
+def default_cpu_workers() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(4, cores // 2))
+
+
+def _pin_slot(devices) -> None:
+    """Initializer of a local slot: take one GPU (or none) for every submission this process grades."""
+    device = devices.get()
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
+
+
+def run_local(jobs: list[Job], make_args, workers: int, gpus: list[str], on_done) -> None:
+    ctx = mp.get_context("spawn")
+    devices = ctx.Queue()
+    for i in range(workers):
+        devices.put(gpus[i] if gpus else None)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pin_slot,
+                             initargs=(devices,)) as pool:
+        pending = {pool.submit(grade_job, *make_args(job)): job for job in jobs}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = pending.pop(future)
+                try:
+                    on_done(job, future.result())
+                except Exception as exc:  # noqa: BLE001 - a broken slot must not lose the other results
+                    on_done(job, exc)
+
+
+def run_ray(jobs: list[Job], make_args, workers: int, cuda: bool, address: str | None, on_done) -> None:
+    import ray
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    options = {"address": address} if address else {"num_cpus": workers, "num_gpus": len(cuda_slots(None)) if cuda else 0}
+    ray.init(include_dashboard=False, log_to_driver=False, **options)
+    try:
+        task = ray.remote(num_cpus=1, num_gpus=1 if cuda else 0, max_retries=0)(grade_job)
+        pending = {task.remote(*make_args(job)): job for job in jobs}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                job = pending.pop(ref)
+                try:
+                    on_done(job, ray.get(ref))
+                except Exception as exc:  # noqa: BLE001
+                    on_done(job, exc)
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader batch", description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="one folder per student, each with exercise notebooks")
+    parser.add_argument("--out", type=Path, default=Path("reports/batch"), help="reports and CSVs (reports/batch)")
+    parser.add_argument("--workers", type=int, help="parallel submissions (default: one per GPU on CUDA, "
+                        "half the cores up to 4 on CPU)")
+    parser.add_argument("--timeout", type=float, help="seconds a whole submission may take (default: the "
+                        "grader's per-notebook budget)")
+    parser.add_argument("--check-timeout", type=float, help="seconds one check may take (default: "
+                        "GRADER_CHECK_TIMEOUT, else the grader's per-check timeout)")
+    parser.add_argument("--only", help="comma-separated check ids to run")
+    parser.add_argument("--force", action="store_true", help="regrade submissions graded before")
+    parser.add_argument("--restore-from", type=Path, default=Path("exercises"),
+                        help="released notebooks to restore deleted or edited locked cells from (default exercises/)")
+    parser.add_argument("--no-restore", action="store_true", help="grade notebooks exactly as submitted")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local")
+    parser.add_argument("--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local one)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        parser.error(f"{args.folder} is not a folder")
+
+    profile = get_profile()
+    cuda = profile.device_class == "cuda"
+    seed = Context.create(profile).secret_seed  # one secret seed for the class: the same hidden inputs for all
+    only = set(args.only.split(",")) if args.only else None
+    jobs, warnings = discover(args.folder, args.out)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    ids_for = {ex: [c.id for c in checks_for(ex) if only is None or c.id in only] for ex in {j.exercise for j in jobs}}
+    jobs = [j for j in jobs if ids_for[j.exercise]]
+    todo = [j for j in jobs if args.force or not is_done(j, ids_for[j.exercise])]
+    restore = None if args.no_restore or not args.restore_from.is_dir() else str(args.restore_from.resolve())
+    if restore is None and not args.no_restore:
+        print(f"warning: no released notebooks in {args.restore_from}: locked cells are not restored", file=sys.stderr)
+    check_timeout = args.check_timeout or float(os.environ.get("GRADER_CHECK_TIMEOUT") or
+                                                CHECK_TIMEOUT_S[profile.device_class])
+    budget = args.timeout or NOTEBOOK_BUDGET_S[profile.device_class]
+    gpus = cuda_slots(args.workers) if cuda else []
+    workers = len(gpus) if cuda else (args.workers or default_cpu_workers())
+    if cuda and not gpus:
+        parser.error("CUDA profile but no GPU is visible")
+    where = f"{workers} GPU slot(s) ({', '.join(gpus)})" if cuda else f"{workers} CPU worker(s)"
+    engine = "Ray" if args.engine == "ray" else "local"
+    print(f"{len(jobs)} submission(s) in {args.folder}: {len(jobs) - len(todo)} already graded, grading "
+          f"{len(todo)} with {where} ({engine}), up to {check_timeout:.0f} s a check and {budget:.0f} s a submission",
+          flush=True)
+
+    def make_args(job: Job) -> tuple:
+        return (job.student, job.exercise, str(job.notebook), job.notebook.read_bytes(), ids_for[job.exercise],
+                seed, restore, check_timeout, budget, os.environ.get("COURSEKIT_PROFILE"),
+                os.environ.get("COURSEKIT_DEVICE"))
+
+    bar = tqdm(total=len(todo), unit="sub", desc="grading", disable=args.no_progress)
+    started = time.monotonic()
+    graded = 0
+
+    def on_done(job: Job, outcome) -> None:
+        nonlocal graded
+        if isinstance(outcome, Exception):
+            outcome = failed_report(job, ids_for[job.exercise], f"the batch grader could not grade this submission "
+                                    f"({type(outcome).__name__}: {outcome}); run the batch again to retry it")
+        else:
+            graded += 1
+        write_report(job.report, outcome)
+        bar.set_postfix_str(f"{job.student}/{job.exercise} {outcome['score']:g}/{outcome['max_score']:g}")
+        bar.update(1)
+
+    if todo:
+        if args.engine == "ray":
+            run_ray(todo, make_args, workers, cuda, args.ray_address, on_done)
+        else:
+            run_local(todo, make_args, workers, gpus, on_done)
+    bar.close()
+    elapsed = time.monotonic() - started
+    summary, scores = write_summary(args.out, jobs)
+    rate = f", {60 * len(todo) / elapsed:.1f} submissions/min" if todo and elapsed > 0 else ""
+    print(f"graded {graded} of {len(todo)} in {elapsed:.0f} s{rate}; wrote {summary} and {scores}")
+    return 0

@@ -1,0 +1,145 @@
+"""Repair a submitted notebook before grading: put back locked cells, and keep only definitions.
+
+Both the nbgrader autograde hooks (``grader.nbgrader_hooks``) and batch grading
+(``grader.batch``) use these, so the two grade the same code:
+
+* ``restore_locked_cells``: every locked cell of the released notebook (the setup
+  cell, given code, the check cells) that a learner deleted is put back where it
+  was, and one a learner edited is reset to the released text.  Each repair is
+  reported, so the learner is graded and the instructor sees what happened.
+* ``definitions_only``: the learner's own cells keep only their definitions
+  (imports, ``def``, ``class``, UPPER_CASE constants), as ``grader.loader`` runs
+  them: demo cells, training loops and timing experiments never run while
+  grading, so they can neither hang nor slow it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import uuid
+
+from IPython.core.inputtransformer2 import TransformerManager
+
+from grader.loader import is_definition
+
+NOTES_CELL_ID = "grader-notes"
+NOTES_TITLE = "**Notes from the grader**"
+SKIPPED = "# (not run while grading: only definitions are)"
+
+
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def grade_id(cell) -> str | None:
+    """The cell's nbgrader id, if it has one."""
+    return _nbgrader(cell).get("grade_id")
+
+
+def is_locked(cell) -> bool:
+    """nbgrader's rule: solution cells are editable, grade cells are locked, others as marked."""
+    meta = _nbgrader(cell)
+    if not meta or meta.get("solution"):
+        return False
+    return bool(meta.get("grade") or meta.get("locked"))
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def restore_locked_cells(nb, released) -> list[str]:
+    """Put ``released``'s locked cells back into ``nb`` (in place); return one note per repair."""
+    notes: list[str] = []
+    order = [grade_id(c) for c in released.cells]
+    ids = {c.get("id") for c in nb.cells}
+    for index, cell in enumerate(released.cells):
+        gid = grade_id(cell)
+        if not gid or not is_locked(cell):
+            continue
+        position = {grade_id(c): i for i, c in enumerate(nb.cells) if grade_id(c)}
+        if gid in position:
+            mine = nb.cells[position[gid]]
+            if mine.get("cell_type") != cell.get("cell_type") or _source(mine).strip() != _source(cell).strip():
+                mine["cell_type"] = cell["cell_type"]
+                mine["source"] = _source(cell)
+                if cell["cell_type"] == "code":
+                    mine.setdefault("outputs", [])
+                    mine.setdefault("execution_count", None)
+                mine["metadata"]["nbgrader"] = copy.deepcopy(_nbgrader(cell))
+                notes.append(f"locked cell `{gid}` was edited; it was graded as released")
+            continue
+        restored = copy.deepcopy(cell)
+        if restored.get("id") in ids:
+            restored["id"] = uuid.uuid4().hex[:8]
+        ids.add(restored.get("id"))
+        before = [position[g] for g in order[:index] if g in position]
+        after = [position[g] for g in order[index + 1:] if g in position]
+        at = max(before) + 1 if before else (min(after) if after else len(nb.cells))
+        nb.cells.insert(at, restored)
+        notes.append(f"locked cell `{gid}` was deleted; it was put back as released")
+    return notes
+
+
+def definitions_only(source: str) -> str:
+    """``source`` with every top-level statement that is not a definition blanked out (line numbers kept).
+
+    A cell that does not parse is returned unchanged (running it reports the error, as the loader does).
+    """
+    transformed = TransformerManager().transform_cell(source)
+    try:
+        tree = ast.parse(transformed)
+    except SyntaxError:
+        return source
+    dropped = [n for n in tree.body if not is_definition(n)]
+    if not dropped:
+        return source
+    lines = transformed.splitlines()
+
+    def span(node: ast.stmt) -> range:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        return range(first - 1, node.end_lineno or node.lineno)
+
+    kept_lines = {i for n in tree.body if is_definition(n) for i in span(n)}
+    dropped_lines = {i for n in dropped for i in span(n)}
+    if kept_lines & dropped_lines:  # `import x; print(x)` on one line: rebuild from the definitions
+        kept = [n for n in tree.body if is_definition(n)]
+        return SKIPPED + "\n" + ast.unparse(ast.Module(body=kept, type_ignores=[]))
+    firsts = {span(n)[0] for n in dropped}
+    out = [SKIPPED if i in firsts else ("" if i in dropped_lines else line) for i, line in enumerate(lines)]
+    return "\n".join(out)
+
+
+def keep_definitions(nb) -> int:
+    """Apply ``definitions_only`` to every code cell a learner may edit (in place); return how many changed."""
+    changed = 0
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code" or is_locked(cell):
+            continue
+        new = definitions_only(_source(cell))
+        if new != _source(cell):
+            cell["source"] = new
+            changed += 1
+    return changed
+
+
+def add_notes_cell(nb, notes: list[str]) -> None:
+    """Put the repairs at the top of the notebook, where the learner's feedback shows them."""
+    import nbformat
+
+    if not notes:
+        return
+    text = NOTES_TITLE + "\n\n" + "\n".join(f"- {n}" for n in notes)
+    cell = nbformat.v4.new_markdown_cell(text)
+    cell["id"] = NOTES_CELL_ID
+    nb.cells.insert(0, cell)
+
+
+def read_notes(nb) -> list[str]:
+    """The repairs recorded by ``add_notes_cell`` (empty if none)."""
+    for cell in nb.cells:
+        if cell.get("cell_type") == "markdown" and _source(cell).startswith(NOTES_TITLE):
+            return [line[2:] for line in _source(cell).splitlines() if line.startswith("- ")]
+    return []

@@ -1,0 +1,165 @@
+"""Lesson 4's model, collates and scalar-guard variants behave as the lesson says, and the bench records them.
+
+No test runs Inductor: ``CompileCounter`` and ``backend="eager"`` exercise Dynamo only, which is
+where recompiles are decided.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounter
+
+from coursekit import bench, bench04
+from coursekit.dynamic_shapes import (BUCKETS, MAX_LEN, MIN_LEN, PAD, VARIANTS, bucket_for, build, length_stream,
+                                      pad_to_bucket, pad_to_longest, sequences)
+from coursekit.profile import get_profile
+
+TINY = dataclasses.replace(get_profile("smoke", "cpu"), warmup=1, trials=2, min_sample_s=0.001)
+LENGTHS = (5, 9, 14, 23, 31)
+
+
+@pytest.fixture(autouse=True)
+def clean_dynamo():
+    torch.compiler.reset()
+    yield
+    torch.compiler.reset()
+
+
+def batch(length: int, rows: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    return pad_to_longest(sequences([length] * rows, seed))
+
+
+def test_length_stream_is_seeded_and_bounded() -> None:
+    a, b = length_stream(12, 4, seed=1), length_stream(12, 4, seed=1)
+    assert a == b and a != length_stream(12, 4, seed=2)
+    assert all(len(step) == 4 and MIN_LEN <= min(step) and max(step) <= MAX_LEN for step in a)
+
+
+def test_bucket_collate_pads_to_few_shapes() -> None:
+    assert [bucket_for(n) for n in (1, 16, 17, 64)] == [16, 16, 32, 64]
+    with pytest.raises(ValueError):
+        bucket_for(MAX_LEN + 1)
+    shapes = {pad_to_bucket(sequences(step, i))[0].shape[1] for i, step in enumerate(length_stream(30, 4, 0))}
+    assert shapes <= set(BUCKETS)
+    tokens, lengths = pad_to_bucket(sequences([3, 7], 0))
+    assert tokens.shape == (2, 16) and lengths.tolist() == [3, 7] and (tokens[0, 3:] == PAD).all()
+
+
+@pytest.mark.parametrize("collate", [pad_to_bucket, pad_to_longest])
+def test_padded_masked_batch_equals_each_sequence_alone(collate) -> None:
+    model = build()
+    seqs = sequences([2, 5, 11, 16, 30], seed=3)
+    with torch.no_grad():
+        padded = model(*collate(seqs))
+        alone = torch.cat([model(s[None], torch.tensor([len(s)])) for s in seqs])
+    torch.testing.assert_close(padded, alone, rtol=1e-5, atol=1e-6)
+
+
+def test_variants_share_weights_and_state_dict() -> None:
+    ref = build("plain", seed=1).state_dict()
+    for name in VARIANTS:
+        sd = build(name, seed=1).state_dict()
+        assert list(sd) == list(ref), name
+        assert all(torch.equal(sd[k], ref[k]) for k in ref), name
+
+
+def frames_over(model: torch.nn.Module, calls: int, before_call=None) -> list[int]:
+    counter = CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    frames = []
+    with torch.no_grad():
+        for i in range(calls):
+            if before_call:
+                before_call(i)
+            compiled(*batch(8))
+            frames.append(counter.frame_count)
+    return frames
+
+
+def test_int_counter_recompiles_every_call_and_buffer_compiles_once() -> None:
+    calls = 5
+    assert frames_over(build("int counter"), calls) == list(range(1, calls + 1))
+    torch.compiler.reset()
+    fixed = build("tensor buffer")
+    assert frames_over(fixed, calls) == [1] * calls
+    assert int(fixed.step) == calls, "the buffer counts calls inside the compiled graph"
+
+
+def test_float_attribute_recompiles_once_then_is_dynamic() -> None:
+    model = build("float attribute")
+    frames = frames_over(model, 5, lambda i: setattr(model, "alpha", (i + 1) / 100))
+    assert frames == [1, 2, 2, 2, 2]
+
+
+def test_mark_dynamic_with_bounds_compiles_once_and_enforces_them() -> None:
+    counter = CompileCounter()
+    compiled = torch.compile(build(), backend=counter)
+    with torch.no_grad():
+        for n in LENGTHS:
+            tokens, lengths = batch(n)
+            torch._dynamo.mark_dynamic(tokens, 1, min=MIN_LEN, max=MAX_LEN)
+            compiled(tokens, lengths)
+        assert counter.frame_count == 1
+        tokens, lengths = batch(MAX_LEN + 6)
+        torch._dynamo.mark_dynamic(tokens, 1, min=MIN_LEN, max=MAX_LEN)
+        with pytest.raises(Exception, match="not in range"):
+            compiled(tokens, lengths)
+
+
+def test_automatic_dynamic_after_one_recompile() -> None:
+    counter = CompileCounter()
+    compiled = torch.compile(build(), backend=counter)
+    frames = []
+    with torch.no_grad():
+        for n in LENGTHS:
+            compiled(*batch(n))
+            frames.append(counter.frame_count)
+    assert frames == [1, 2, 2, 2, 2]
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    """One cheap measurement: Dynamo only, a short stream, and a recompile limit of 3 so ``static`` hits it."""
+    with torch._dynamo.config.patch(recompile_limit=3):
+        return bench04.measure_dynamic_shapes(TINY, backend="eager", steps=8, batch=3)
+
+
+def test_measurement_counts_compiles_and_fallbacks(measured) -> None:
+    rows = {r["name"]: r for r in measured["strategies"]}
+    assert list(rows) == [s.name for s in bench04.STRATEGIES]
+    assert measured["stream"]["distinct_lengths"] > 3
+    static = rows["static"]
+    assert static["frames"] == 3 and static["recompile_limit_hit"] and static["eager_fallback_calls"] >= 1
+    compiled_lengths = {p["length"] for p in static["timeline"] if p["ran_compiled"]}
+    assert len(compiled_lengths) == 3, "past the limit, only the lengths compiled before it run compiled code"
+    assert all(p["length"] not in compiled_lengths for p in static["timeline"] if not p["ran_compiled"])
+    assert rows["automatic dynamic"]["frames"] == 2 and rows["mark_dynamic"]["frames"] == 1
+    assert rows["buckets"]["frames"] == rows["buckets"]["shapes"] <= len(BUCKETS)
+    assert rows["eager"]["frames"] == 0 and not rows["eager"]["recompile_limit_hit"]
+    for r in rows.values():
+        assert len(r["timeline"]) == 8 and all({"steady_ms", "eager_steady_ms"} <= p.keys() for p in r["timeline"])
+        assert r["pass_ms"]["q1"] <= r["pass_ms"]["median"] <= r["pass_ms"]["q3"]
+
+
+def test_bench04_writes_required_keys(tmp_path, measured) -> None:
+    doc = bench04.results_doc(TINY, measured)
+    json_path, md_path = bench.write_results(doc, tmp_path, bench04.markdown_table)
+    assert json_path.name == f"lesson04-smoke-cpu-torch{bench.slug(torch.__version__)}.json"
+    doc = json.loads(json_path.read_text())
+    assert {"lesson", "device", "device_name", "torch", "profile", "created", "host", "backend", "recompile_limit",
+            "compile_cache", "stream", "strategies"} <= doc.keys()
+    assert doc["lesson"] == "lesson04" and doc["backend"] == "eager"
+    for r in doc["strategies"]:
+        assert {"name", "how", "frames", "graphs", "timeline", "stream_ms", "first_call_ms", "pass_ms", "tokens_per_s",
+                "recompile_limit_hit", "eager_fallback_calls", "padding"} <= r.keys()
+    assert "| static |" in md_path.read_text() and "| buckets |" in md_path.read_text()
+
+
+def test_bench_command_runs_lesson_4(tmp_path, measured, monkeypatch) -> None:
+    monkeypatch.setattr(bench04, "measure_dynamic_shapes", lambda profile: measured)
+    assert bench.main(["--lesson", "4", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name.split("-")[0] + p.suffix for p in tmp_path.iterdir()) == ["lesson04.json", "lesson04.md"]

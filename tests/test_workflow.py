@@ -1,0 +1,263 @@
+"""The classroom workflow end to end on CPU, as an instructor runs it.
+
+calibrate -> make release -> a class of five (correct, partially correct, broken, cells deleted and
+edited, one that hangs) -> make collect -> make autograde -> gradebook -> make feedback -> make export,
+then ``grader batch`` (a local pool, and Ray) over the same folder.  Exercise 2 only, to stay quick.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from classroom_fixtures import EX02_POINTS, HANG_ON, SECRET_SEED, class_of_ex02, write_class
+from grader.context import calibration_name
+from grader.registry import load_all
+from submissions import ROOT
+
+pytestmark = pytest.mark.slow
+CHECK_TIMEOUT = 40
+LEARNERS = class_of_ex02()
+RAY_CHECKS = ("ex02.scorer.outputs", "ex02.scorer.statistic", "ex02.scorer.no_breaks")
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def _run(cmd: list[str], env: dict, cwd: Path = ROOT, timeout: int = 900) -> subprocess.CompletedProcess:
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    print(f"{time.monotonic() - start:6.1f} s  {' '.join(cmd[-4:])}")
+    return proc
+
+
+def _start(cmd: list[str], env: dict, log: Path) -> tuple[subprocess.Popen, list[str], Path]:
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT), cmd, log
+
+
+def _wait(started: tuple[subprocess.Popen, list[str], Path], timeout: int = 900) -> str:
+    proc, cmd, log = started
+    assert proc.wait(timeout) == 0, f"{' '.join(cmd)} failed:\n{log.read_text()[-6000:]}"
+    return log.read_text()
+
+
+@pytest.fixture(scope="module")
+def flow(tmp_path_factory, profile) -> dict:
+    """Run the whole workflow once. Steps that time nothing run beside others (releasing while calibrating,
+    Ray grading untimed checks while feedback and export are written), to keep the test quick on two cores."""
+    root = tmp_path_factory.mktemp("classroom")
+    env = {**os.environ, "GRADER_SECRET_SEED": str(SECRET_SEED), "GRADER_CHECK_TIMEOUT": str(CHECK_TIMEOUT),
+           "GRADER_CALIBRATION": str(root / "calibration"), "RAY_AUTH_MODE": "disabled",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    py = [sys.executable]
+    out = {"root": root, "env": env, "course": root / "course", "batch": root / "batch"}
+    make = ["make", "--no-print-directory", f"COURSE={out['course']}"]
+    calibrating = _start(py + ["-m", "grader", "calibrate", "--runs", "2", "--only", "ex02.scorer.speed", "--out",
+                               str(root / "calibration"), "--no-progress"], env, root / "calibrate.log")
+    out["release"] = _run(make + ["release"], env)
+    write_class(root / "submissions", LEARNERS)
+    _run(make + ["collect", f"SUBMISSIONS={root / 'submissions'}"], env)
+    out["calibrate"] = _wait(calibrating)
+    # timed checks run here: one grading run at a time, two submissions at once
+    out["autograde"] = _run(make + ["autograde", "JOBS=2", "ASSIGNMENT=ex02"], env)
+    out["batch_run"] = _run(py + ["-m", "grader", "batch", str(out["course"] / "submitted"), "--out",
+                                  str(out["batch"]), "--workers", "2", "--no-progress"], env)
+    ray = None
+    if importlib.util.find_spec("ray"):  # correctness and structure checks only: nothing timed, so it may overlap
+        ray = _start(py + ["-m", "grader", "batch", str(out["course"] / "submitted"), "--out", str(root / "ray"),
+                           "--engine", "ray", "--workers", "2", "--only", ",".join(RAY_CHECKS), "--no-progress"],
+                     env, root / "ray.log")
+    _run(make + ["feedback"], env)
+    _run(make + ["export"], env)
+    out["ray"] = _wait(ray) if ray else None
+    return out
+
+
+def _gradebook(course: Path) -> dict[str, dict[str, float]]:
+    from nbgrader.api import Gradebook
+
+    scores: dict[str, dict[str, float]] = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "tcip") as gb:
+        notebook = gb.find_notebook("02_graph_breaks", "ex02")
+        for learner in LEARNERS:
+            scores[learner] = {cell.name.replace("-", "."): gb.find_grade(cell.name, notebook.name, "ex02",
+                                                                           learner).score
+                               for cell in notebook.grade_cells}
+    return scores
+
+
+def _texts(folder: Path) -> dict[Path, str]:
+    texts = {}
+    for path in folder.rglob("*"):
+        if path.is_file():
+            try:
+                texts[path] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                pass
+    return texts
+
+
+def _leak_probes() -> tuple[set[str], dict[str, set[str]]]:
+    """Solution lines and hidden-check code lines that occur in no public file of the repository."""
+    public_files = [*(ROOT / "coursekit").glob("*.py"), *(ROOT / "notebooks").glob("*.ipynb"),
+                    *(ROOT / "exercises").glob("*.ipynb"), *(ROOT / "grader").glob("*.py"),
+                    *(ROOT / "grader" / "reference").glob("*.py"), *(ROOT / "grader" / "checks").glob("*_public.py"),
+                    ROOT / "grader" / "checks" / "common.py"]
+    public = "\n".join(p.read_text() for p in public_files)
+
+    def unseen(line: str) -> bool:
+        return line not in public and json.dumps(line)[1:-1] not in public
+
+    solution = set()
+    for path in (ROOT / "solutions").glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            inside = False
+            for line in cell.source.splitlines():
+                if "### BEGIN SOLUTION" in line or "### END SOLUTION" in line:
+                    inside = "BEGIN" in line
+                elif inside and len(line.strip()) >= 12 and unseen(line.strip()):
+                    solution.add(line.strip())
+    import inspect
+
+    hidden = {}
+    for cid, check in load_all().items():
+        if not check.public:
+            doc = check.fn.__doc__ or ""  # the title is shown to learners on purpose; the code must not be
+            lines = {s.strip() for s in inspect.getsource(check.fn).splitlines() if s.strip().strip('"') not in doc}
+            hidden[cid] = {f"def {check.fn.__name__}("} | {s for s in lines if len(s) >= 16 and unseen(s)}
+    return solution, hidden
+
+
+def _assert_no_leaks(texts: dict[Path, str], where: str) -> None:
+    solution, hidden = _leak_probes()
+    assert len(solution) >= 10 and all(len(v) >= 2 for v in hidden.values()), "the leak probes would prove nothing"
+    for path, text in texts.items():
+        for marker in MARKERS:
+            if where == "kit":
+                assert marker not in text, f"{path}: contains {marker}"
+        for line in solution:
+            assert line not in text and json.dumps(line)[1:-1] not in text, f"{path}: solution code {line!r}"
+        for cid, lines in hidden.items():
+            for line in lines:
+                assert line not in text and json.dumps(line)[1:-1] not in text, f"{path}: code of {cid}: {line!r}"
+
+
+def test_release_has_nbgrader_folders_and_a_kit_without_solutions_or_hidden_checks(flow, tmp_path) -> None:
+    course = flow["course"]
+    assert (course / "release" / "ex02" / "02_graph_breaks.ipynb").is_file()
+    assert (course / "release" / "ex01" / "01_cross_entropy_ladder.ipynb").is_file()
+    with zipfile.ZipFile(course / "tcip-learner-kit.zip") as zf:
+        zf.extractall(tmp_path)
+    kit = tmp_path / "tcip-learner-kit"
+    names = {str(p.relative_to(kit)) for p in kit.rglob("*") if p.is_file()}
+    assert {"grader/notebook.py", "grader/checks/ex01_public.py", "grader/checks/ex02_public.py",
+            "exercises/02_graph_breaks.ipynb", "notebooks/01_cross_entropy_ladder.ipynb", "requirements.txt",
+            "Makefile", "README.md", "coursekit/ex02.py"} <= names
+    for forbidden in ("grader/checks/ex01.py", "grader/checks/ex02.py", "grader/thresholds.toml",
+                      "grader/batch.py", "grader/nbgrader_hooks.py"):
+        assert forbidden not in names
+    assert not any(n.startswith(("solutions/", "tests/", "tools/", "grader/calibration")) for n in names)
+    _assert_no_leaks(_texts(kit), "kit")
+
+
+def test_the_unpacked_kit_runs_its_public_checks_in_workshop_mode(flow, tmp_path) -> None:
+    with zipfile.ZipFile(flow["course"] / "tcip-learner-kit.zip") as zf:
+        zf.extractall(tmp_path)
+    kit = tmp_path / "tcip-learner-kit"
+    probe = _run([sys.executable, "-c", "import grader.registry as r; print(sorted(r.load_all()))"], flow["env"], kit)
+    shipped = {cid for cid, c in load_all().items()
+               if c.public and (ROOT / "grader" / "checks" / f"{c.exercise}_public.py").is_file()}
+    assert eval(probe.stdout) == sorted(shipped)  # noqa: S307 - our own printed list
+    nbformat.write(LEARNERS["alice"][0], kit / "exercises" / "02_graph_breaks.ipynb")
+    proc = _run([sys.executable, "-m", "grader", "check", "02", "--no-progress"], flow["env"], kit)
+    assert "6 / 6 points" in proc.stdout and "Your progress" in proc.stdout, proc.stdout
+    assert "ex02.scorer.gradients" not in proc.stdout
+    state = json.loads((kit / "reports" / "workshop.json").read_text())
+    assert state["ex02"]["score"] == 6 and state["ex02"]["passed"] == state["ex02"]["checks"] == 3
+
+
+def test_calibration_writes_a_file_for_this_device_that_grading_then_uses(flow, profile) -> None:
+    import tomllib
+
+    path = flow["root"] / "calibration" / calibration_name(profile)
+    data = tomllib.loads(path.read_text())
+    entry = data["checks"]["ex02.scorer.speed"]
+    assert len(entry["runs"]) == 2 and entry["spread"] == pytest.approx(max(entry["runs"]) - min(entry["runs"]), abs=1e-3)
+    assert entry["required"] == pytest.approx(round(1 + 0.25 * (entry["reference"] - 1), 2), abs=0.011)
+    assert data["calibration"]["torch"] and data["calibration"]["profile"] == profile.name
+    report = json.loads((flow["batch"] / "alice" / "ex02.json").read_text())
+    assert path.name in report["thresholds"] and path.name in report["threshold_sources"]["ex02.scorer.speed"]
+    speed = next(c for c in report["checks"] if c["id"] == "ex02.scorer.speed")
+    assert speed["required"] == entry["required"]
+    assert "thresholds.toml [cpu] defaults for ex01.compiled.speed" in report["thresholds"]
+
+
+def test_autograde_puts_each_checks_points_in_the_gradebook(flow) -> None:
+    scores = _gradebook(flow["course"])
+    for learner, (_, expected, _) in LEARNERS.items():
+        assert scores[learner] == {cid: float(p) for cid, p in expected.items()}, learner
+    dave = nbformat.read(flow["course"] / "autograded" / "dave" / "ex02" / "02_graph_breaks.ipynb", as_version=4)
+    notes = dave.cells[0].source
+    for phrase in LEARNERS["dave"][2]:
+        assert phrase in notes, notes
+    assert "while True" not in "".join(c.source for c in dave.cells)  # the hanging demo cell never ran
+
+
+def test_feedback_shows_results_measured_vs_required_and_messages_without_hidden_code(flow) -> None:
+    feedback = flow["course"] / "feedback"
+    pages = {learner: (feedback / learner / "ex02" / "checks.html").read_text() for learner in LEARNERS}
+    for learner, page in pages.items():
+        assert all(cid in page for cid in EX02_POINTS), learner
+        assert (feedback / learner / "ex02" / "02_graph_breaks.html").is_file()  # nbgrader's own notebook page
+        assert (feedback / learner / "index.html").is_file()
+    record = json.loads((flow["batch"] / "alice" / "ex02.json").read_text())  # same thresholds in both paths
+    assert "14 / 14 points" in pages["alice"] and f"{record['checks'][-1]['required']:.2f}x" in pages["alice"]
+    assert "8 / 14 points" in pages["bob"] and "Each fix must keep the computation" in pages["bob"]
+    assert "0 / 14 points" in pages["carol"] and "not implemented yet" in pages["carol"]
+    assert "was deleted; it was put back" in pages["dave"] and "was edited" in pages["dave"]
+    assert f"took longer than {CHECK_TIMEOUT} s" in pages["aaron"]
+    _assert_no_leaks(_texts(feedback), "feedback")
+
+
+def test_export_writes_totals_and_one_row_per_check(flow) -> None:
+    totals = {r["student_id"]: float(r["score"]) for r in csv.DictReader((flow["course"] / "grades.csv").open())
+              if r["assignment"] == "ex02"}
+    assert totals == {learner: float(sum(exp.values())) for learner, (_, exp, _) in LEARNERS.items()}
+    rows = list(csv.DictReader((flow["course"] / "grades_by_check.csv").open()))
+    assert {(r["student"], r["check"]): float(r["score"]) for r in rows if r["assignment"] == "ex02"} == {
+        (learner, cid): float(p) for learner, (_, exp, _) in LEARNERS.items() for cid, p in exp.items()}
+
+
+def test_batch_grading_gives_the_autograde_scores_and_resumes(flow) -> None:
+    gradebook = _gradebook(flow["course"])
+    for learner in LEARNERS:
+        report = json.loads((flow["batch"] / learner / "ex02.json").read_text())
+        assert {c["id"]: float(c["points"]) for c in report["checks"]} == gradebook[learner], learner
+    dave = json.loads((flow["batch"] / "dave" / "ex02.json").read_text())
+    assert any("`setup` was deleted" in n for n in dave["integrity"])
+    aaron = json.loads((flow["batch"] / "aaron" / "ex02.json").read_text())
+    assert f"took longer than {CHECK_TIMEOUT} s" in aaron["checks"][0]["message"] and HANG_ON == 33
+    rows = list(csv.DictReader((flow["batch"] / "summary.csv").open()))
+    assert len(rows) == len(LEARNERS) * len(EX02_POINTS)
+    again = _run([sys.executable, "-m", "grader", "batch", str(flow["course"] / "submitted"), "--out",
+                  str(flow["batch"]), "--no-progress"], flow["env"], timeout=120)
+    assert "5 already graded, grading 0" in again.stdout, again.stdout
+
+
+def test_batch_on_ray_gives_the_same_scores(flow) -> None:
+    if flow["ray"] is None:
+        pytest.skip("ray is not installed")
+    assert "(Ray)" in flow["ray"], flow["ray"]
+    gradebook = _gradebook(flow["course"])
+    for learner in LEARNERS:
+        report = json.loads((flow["root"] / "ray" / learner / "ex02.json").read_text())
+        assert {c["id"]: float(c["points"]) for c in report["checks"]} == {c: gradebook[learner][c] for c in RAY_CHECKS}

@@ -1,0 +1,605 @@
+"""The course as an nbgrader course directory: release, collect, autograde, feedback, export.
+
+    python tools/classroom.py release              # course/release/exNN/ + course/tcip-learner-kit.zip
+    python tools/classroom.py collect DIR          # DIR/<student>/**/NN_*.ipynb -> course/submitted/
+    python tools/classroom.py autograde [--jobs N] # hidden checks put back; grades into the gradebook
+    python tools/classroom.py feedback             # course/feedback/<student>/...: per-check HTML pages
+    python tools/classroom.py export               # course/grades.csv and course/grades_by_check.csv
+
+``--course PATH`` (default ``course/``, or ``$COURSE``) is an ordinary nbgrader course
+directory; ``course/nbgrader_config.py`` is written on first use and is yours to edit
+afterwards.  The gradebook is SQLite (``course/gradebook.db``) unless ``GRADEBOOK_URL``
+(any SQLAlchemy URL) or the config file says otherwise.
+
+The learner kit is built from an explicit allow-list: ``coursekit/``, the public grader
+modules (``grader/checks/*_public.py`` and only what they import), the released
+exercises, the lessons and the requirements.  Solutions, hidden checks, their
+references, thresholds, calibration files and instructor tools never ship, and the
+kit is scanned for solution code, hidden-test markers and hidden check code before
+it is zipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import html
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+
+TOOLS = Path(__file__).resolve().parent
+ROOT = TOOLS.parent
+sys.path[:0] = [str(ROOT), str(TOOLS)]
+
+from make_exercises import SOLUTIONS, generate_assignment, nbgrader_env  # noqa: E402
+
+KIT = "tcip-learner-kit"
+COURSE_ID = "tcip"
+RESULT_MIME = "application/vnd.coursekit.check+json"
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
+# Grader modules a learner needs to run the public checks in a notebook, `python -m grader` and
+# `python -m grader check` (workshop mode). Check modules are added by discovery (`*_public.py`), and
+# reference modules only where a shipped module imports them.
+PUBLIC_GRADER = ("__init__.py", "__main__.py", "conftest.py", "context.py", "integrity.py", "interface.py",
+                 "loader.py", "notebook.py", "quiet.py", "registry.py", "report.py", "results.py", "runner.py",
+                 "scan.py", "test_submission.py", "worker.py", "workshop.py", "checks/__init__.py",
+                 "checks/common.py", "reference/__init__.py")
+
+CONFIG = '''\
+# The nbgrader configuration of this course directory, written by tools/classroom.py on first use.
+# Edit freely: it is not rewritten while it exists.
+import os
+
+from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteCells, OverwriteKernelspec
+
+from grader.nbgrader_hooks import DefinitionsOnly, RestoreLockedCells
+
+c = get_config()  # noqa: F821 - provided by traitlets
+here = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.root = here
+c.CourseDirectory.course_id = "{course_id}"
+# The gradebook: SQLite beside this file unless GRADEBOOK_URL names another SQLAlchemy URL
+# (postgresql://user@host/db, mysql+pymysql://...).
+c.CourseDirectory.db_url = os.environ.get("GRADEBOOK_URL") or "sqlite:///" + os.path.join(here, "gradebook.db")
+# Each check stops itself after GRADER_CHECK_TIMEOUT seconds (grader.notebook); this is the backstop per cell.
+c.Execute.timeout = int(os.environ.get("AUTOGRADE_CELL_TIMEOUT", "900"))
+c.OverwriteCells.add_missing_cells = True
+# Put back deleted locked cells and reset edited ones (reported in a notes cell), then keep only the
+# definitions of the learner's own cells, as `python -m grader` runs them.
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreLockedCells,
+                                      OverwriteCells, DefinitionsOnly, CheckCellMetadata]
+'''
+
+KIT_README = """\
+# torch.compile in practice: learner kit
+
+Lessons (`notebooks/`), exercises (`exercises/`) and the public checks of the course's grader.
+
+```bash
+make setup      # a .venv with the pinned packages (torch, JupyterLab, ...) and this kit
+make lab        # open JupyterLab; start with notebooks/01_...ipynb
+make check EX=01   # workshop mode: check exercise 1 quickly, and see your progress on all of them
+```
+
+In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
+piece at once; the hidden checks run when your work is graded. The grader runs only your definitions
+(imports, `def`, `class`, UPPER_CASE constants), never your demo cells.
+
+If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place so the first
+`torch.compile` of each lesson starts warm.
+"""
+
+KIT_MAKEFILE = """\
+# The learner kit's entry points. `make setup` first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+EX ?= 01
+export PATH := $(abspath $(BIN)):$(PATH)
+export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
+
+.PHONY: setup lab check grade load-cache
+
+setup:  ## create .venv with the pinned dependencies and this kit
+\t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+\t$(BIN)/python -m pip install --quiet --upgrade pip
+\t$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+
+lab:  ## open the course in JupyterLab
+\t$(BIN)/jupyter lab --notebook-dir=.
+
+check:  ## check one exercise quickly (EX=01) and show a progress table of all of them
+\t$(BIN)/python -m grader check $(EX)
+
+grade:  ## run every public check on exercises/
+\t$(BIN)/python -m grader exercises --report reports/exercises.json
+
+load-cache:  ## unpack the compile cache your instructor shipped (cache/*.tar.gz) into .cache/inductor
+\tmkdir -p $(TORCHINDUCTOR_CACHE_DIR)
+\tfor f in cache/*.tar.gz; do [ -f "$$f" ] && tar -xzf "$$f" -C $(TORCHINDUCTOR_CACHE_DIR); done; true
+\tfor f in cache/*.bin; do [ -f "$$f" ] && $(BIN)/python -c "import sys, torch; torch.compiler.load_cache_artifacts(open(sys.argv[1], 'rb').read())" "$$f"; done; true
+"""
+
+KIT_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tcip-learner-kit"
+version = "0.1.0"
+description = "torch.compile in practice: lessons, exercises and public checks"
+requires-python = ">=3.10"
+dynamic = ["dependencies"]
+
+[tool.setuptools.dynamic]
+dependencies = { file = ["requirements.txt"] }
+
+[tool.setuptools.packages.find]
+include = ["coursekit*", "grader*"]
+"""
+
+
+# --------------------------------------------------------------------------------------------- course
+
+
+def course_dir(path: str | None) -> Path:
+    return Path(path or os.environ.get("COURSE") or ROOT / "course").resolve()
+
+
+def ensure_course(course: Path) -> None:
+    """Create the course folder and its ``nbgrader_config.py`` (kept once it exists)."""
+    course.mkdir(parents=True, exist_ok=True)
+    config = course / "nbgrader_config.py"
+    if not config.exists():
+        config.write_text(CONFIG.format(course_id=COURSE_ID))
+
+
+def db_url(course: Path) -> str:
+    """The gradebook URL, read from the course's config exactly as nbgrader reads it."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    return str(config.CourseDirectory.db_url)
+
+
+def nbgrader(course: Path, *args: str, quiet: bool = False) -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` in the course folder; raise with its output if it fails."""
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    proc = subprocess.run(cmd, cwd=course, env=nbgrader_env(), text=True, capture_output=quiet)
+    if proc.returncode:
+        raise SystemExit(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode})"
+                         + (f":\n{proc.stdout}{proc.stderr}" if quiet else ""))
+    return proc
+
+
+def assignments(course: Path) -> list[str]:
+    return sorted(p.name for p in (course / "source").glob("ex[0-9][0-9]") if p.is_dir())
+
+
+# -------------------------------------------------------------------------------------------- release
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def kit_files() -> tuple[dict[str, Path], list[str]]:
+    """``{path in the kit: source file}`` for everything that ships, and warnings for the instructor."""
+    files: dict[str, Path] = {}
+    warnings: list[str] = []
+    for path in sorted((ROOT / "coursekit").glob("*.py")):
+        files[f"coursekit/{path.name}"] = path
+    grader = ROOT / "grader"
+    for name in PUBLIC_GRADER:
+        if (grader / name).is_file():
+            files[f"grader/{name}"] = grader / name
+    for path in sorted((grader / "checks").glob("ex[0-9][0-9]_public.py")):
+        files[f"grader/checks/{path.name}"] = path
+    for path in sorted((grader / "checks").glob("ex[0-9][0-9].py")):
+        if not (grader / "checks" / f"{path.stem}_public.py").is_file():
+            warnings.append(f"{path.stem}: no grader/checks/{path.stem}_public.py, so none of its checks ship and "
+                            f"its public check cells will say so in the kit; split its public checks out to fix it")
+    # reference modules, only where a shipped grader module imports one (transitively)
+    queue = [p for k, p in files.items() if k.startswith("grader/")]
+    while queue:
+        for module in _imports(queue.pop()):
+            if module.startswith("grader.reference."):
+                rel = "grader/" + module.removeprefix("grader.").replace(".", "/") + ".py"
+                if rel not in files and (ROOT / rel).is_file():
+                    files[rel] = ROOT / rel
+                    queue.append(ROOT / rel)
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        files[f"notebooks/{path.name}"] = path
+    return files, warnings
+
+
+def kit_requirements() -> str:
+    """requirements.txt without the instructor-only lines (marked ``# instructor``)."""
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    return "\n".join(line for line in lines if "# instructor" not in line) + "\n"
+
+
+def _closed_imports(stage: Path) -> list[str]:
+    """Shipped grader/coursekit modules importing a grader/coursekit module that does not ship."""
+    missing = []
+    for path in sorted(stage.rglob("*.py")):
+        for module in _imports(path):
+            if module.split(".")[0] in ("grader", "coursekit") and module not in ("grader", "coursekit"):
+                rel = module.replace(".", "/")
+                if not ((stage / f"{rel}.py").is_file() or (stage / rel / "__init__.py").is_file()):
+                    if not (module.startswith("grader.") and module.removeprefix("grader.") in
+                            ("batch", "calibrate", "restore", "nbgrader_hooks")):  # named by __main__ lazily
+                        missing.append(f"{path.relative_to(stage)} imports {module}, which does not ship")
+    return missing
+
+
+def _text_files(stage: Path) -> dict[Path, str]:
+    out = {}
+    for path in stage.rglob("*"):
+        if path.is_file():
+            try:
+                out[path] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return out
+
+
+def _contains(text: str, line: str) -> bool:
+    """``line`` occurs in ``text`` as it is, or as a notebook's JSON stores it."""
+    return line in text or json.dumps(line)[1:-1] in text
+
+
+def public_baseline() -> str:
+    """The text of everything that is public by design: the files the allow-list ships, and exercises/."""
+    files, _ = kit_files()
+    sources = [*files.values(), *(ROOT / "exercises").glob("[0-9][0-9]_*.ipynb")]
+    return "\n".join(p.read_text() for p in sources)
+
+
+def solution_lines(baseline: str) -> set[str]:
+    """Lines of code inside the solutions' ``### BEGIN SOLUTION`` regions that occur nowhere in the public
+    material (``baseline``): if one of them ships, a solution leaked."""
+    found = set()
+    for path in SOLUTIONS.glob("[0-9][0-9]_*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            inside = False
+            for line in cell.source.splitlines():
+                text = line.strip()
+                if "BEGIN SOLUTION" in text or "END SOLUTION" in text:
+                    inside = "BEGIN" in text
+                elif inside and len(text) >= 12 and not _contains(baseline, text):
+                    found.add(text)
+    return found
+
+
+def hidden_check_lines(baseline: str) -> dict[str, set[str]]:
+    """For each hidden check: its ``def`` line and the lines of its code that occur in no public material."""
+    from grader.registry import load_all
+
+    out = {}
+    for cid, check in load_all().items():
+        if check.public:
+            continue
+        lines = {line.strip() for line in inspect.getsource(check.fn).splitlines()}
+        out[cid] = {f"def {check.fn.__name__}("} | {s for s in lines if len(s) >= 16 and not _contains(baseline, s)}
+    return out
+
+
+def verify_kit(stage: Path) -> list[str]:
+    """Every way the kit could leak a solution or a hidden check, and any import it cannot satisfy."""
+    problems = []
+    texts = _text_files(stage)
+    for path, text in texts.items():
+        rel = path.relative_to(stage)
+        for marker in MARKERS:
+            if marker in text:
+                problems.append(f"{rel}: contains `### {marker}`")
+    allowed_checks = {f"{p.stem}" for p in (ROOT / "grader" / "checks").glob("*_public.py")} | {"__init__", "common"}
+    for path in (stage / "grader" / "checks").glob("*.py"):
+        if path.stem not in allowed_checks:
+            problems.append(f"grader/checks/{path.name} ships, but only public check modules may")
+    for name in ("thresholds.toml", "batch.py", "calibrate.py", "restore.py", "nbgrader_hooks.py"):
+        if (stage / "grader" / name).exists():
+            problems.append(f"grader/{name} ships, but it is instructor-only")
+    if (stage / "grader" / "calibration").exists() or (stage / "solutions").exists():
+        problems.append("calibration files or solutions/ ship")
+    baseline = public_baseline()
+    leaks = solution_lines(baseline)
+    hidden = hidden_check_lines(baseline)
+    for path, text in texts.items():
+        rel = path.relative_to(stage)
+        problems += [f"{rel}: contains solution code `{s}`" for s in sorted(leaks) if _contains(text, s)]
+        for cid, lines in hidden.items():
+            problems += [f"{rel}: contains code of hidden check {cid}: `{s}`" for s in sorted(lines)
+                         if _contains(text, s)]
+    return problems + _closed_imports(stage)
+
+
+def build_kit(course: Path, released: list[Path], caches: list[Path]) -> tuple[Path, Path, list[str]]:
+    """Stage the learner kit under ``course/learner-kit/`` and zip it; returns (folder, zip, warnings)."""
+    files, warnings = kit_files()
+    stage = course / "learner-kit" / KIT
+    if stage.parent.exists():
+        shutil.rmtree(stage.parent)
+    stage.mkdir(parents=True)
+    for rel, src in files.items():
+        (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, stage / rel)
+    (stage / "exercises").mkdir()
+    for notebook in released:
+        shutil.copy2(notebook, stage / "exercises" / notebook.name)
+    for cache in caches:
+        (stage / "cache").mkdir(exist_ok=True)
+        shutil.copy2(cache, stage / "cache" / cache.name)
+    (stage / "requirements.txt").write_text(kit_requirements())
+    (stage / "README.md").write_text(KIT_README)
+    (stage / "Makefile").write_text(KIT_MAKEFILE)
+    (stage / "pyproject.toml").write_text(KIT_PYPROJECT)
+    problems = verify_kit(stage)
+    if problems:
+        raise SystemExit("the learner kit would leak or break; nothing was zipped:\n  " + "\n  ".join(problems))
+    archive = course / f"{KIT}.zip"
+    tmp = archive.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(stage.rglob("*")):
+            if path.is_file():
+                zf.write(path, Path(KIT) / path.relative_to(stage))
+    tmp.replace(archive)
+    return stage, archive, warnings
+
+
+def release(course: Path, caches: list[Path]) -> Path:
+    """nbgrader's release folder for every exercise, and the learner kit zip."""
+    ensure_course(course)
+    url = db_url(course)
+    released = []
+    for solution in sorted(SOLUTIONS.glob("[0-9][0-9]_*.ipynb")):
+        released.append(generate_assignment(course, solution, url))
+        print(f"released {released[-1].relative_to(course)}")
+    stage, archive, warnings = build_kit(course, released, caches)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    size = archive.stat().st_size / 1024**2
+    print(f"wrote {archive} ({size:.1f} MiB; unpacked in {stage}); checked: no solution code, no hidden checks")
+    return archive
+
+
+# -------------------------------------------------------------------------------------- collect, grade
+
+
+def collect(course: Path, source: Path) -> int:
+    """Copy ``source/<student>/**/NN_*.ipynb`` into nbgrader's ``submitted/<student>/exNN/<released name>``."""
+    from grader.interface import NOTEBOOKS, exercise_for
+
+    count = 0
+    for student in sorted(p for p in source.iterdir() if p.is_dir()):
+        for notebook in sorted(student.rglob("*.ipynb")):
+            if ".ipynb_checkpoints" in notebook.parts:
+                continue
+            exercise = exercise_for(notebook)
+            if exercise is None:
+                print(f"warning: {notebook}: not an exercise notebook (NN_topic.ipynb); skipped", file=sys.stderr)
+                continue
+            target = course / "submitted" / student.name / exercise / NOTEBOOKS[exercise]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(notebook, target)
+            count += 1
+    print(f"collected {count} notebook(s) into {course / 'submitted'}")
+    return count
+
+
+def autograde(course: Path, which: list[str] | None, jobs: int, force: bool) -> None:
+    """nbgrader autograde: hidden checks put back, locked cells restored, grades into the gradebook."""
+    ensure_course(course)
+    for assignment in which or assignments(course):
+        students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
+        if not students:
+            continue
+        extra = ["--force"] if force else []
+        print(f"autograding {assignment}: {len(students)} submission(s), {jobs} at a time", flush=True)
+        if jobs <= 1:
+            nbgrader(course, "autograde", assignment, *extra)
+            continue
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(lambda s: nbgrader(course, "autograde", assignment, f"--student={s}", *extra), students))
+
+
+def check_records(notebook: Path) -> tuple[dict[str, dict], list[str]]:
+    """``{check id: record}`` from an autograded notebook's check cells, and the grader's notes on it."""
+    from grader.restore import read_notes
+
+    nb = nbformat.read(notebook, as_version=4)
+    records = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        cid = meta["grade_id"].replace("-", ".")
+        record = next((o["data"][RESULT_MIME] for o in cell.get("outputs", [])
+                       if o.get("output_type") == "display_data" and RESULT_MIME in o.get("data", {})), None)
+        if record is None:
+            error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+            why = (f"the cell stopped before the check ran: {error['ename']}: {error['evalue']}" if error
+                   else "the check did not run")
+            record = {"id": cid, "passed": False, "points": 0, "max_points": meta.get("points", 0),
+                      "measured": None, "required": None, "message": why, "kind": "", "title": ""}
+        records[cid] = record
+    return records, read_notes(nb)
+
+
+def _gradebook(course: Path):
+    from nbgrader.api import Gradebook
+
+    return Gradebook(db_url(course), COURSE_ID)
+
+
+def graded_scores(course: Path) -> list[dict]:
+    """One row per (student, assignment, check) from the gradebook, joined with the check records."""
+    from nbgrader.api import MissingEntry
+
+    rows = []
+    with _gradebook(course) as gb:
+        for assignment in gb.assignments:
+            for notebook in assignment.notebooks:
+                for student in gb.students:
+                    path = course / "autograded" / student.id / assignment.name / f"{notebook.name}.ipynb"
+                    records, notes = check_records(path) if path.is_file() else ({}, [])
+                    for cell in notebook.grade_cells:
+                        try:
+                            grade = gb.find_grade(cell.name, notebook.name, assignment.name, student.id)
+                        except MissingEntry:
+                            continue
+                        record = records.get(cell.name.replace("-", "."), {})
+                        rows.append({"student": student.id, "assignment": assignment.name,
+                                     "check": cell.name.replace("-", "."), "score": grade.score,
+                                     "max_score": grade.max_score, "passed": record.get("passed"),
+                                     "measured": record.get("measured"), "required": record.get("required"),
+                                     "thresholds": record.get("thresholds"), "message": record.get("message", ""),
+                                     "notes": "; ".join(notes)})
+    return rows
+
+
+def _fmt(value, kind: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" if kind == "speed" else f"{value:g}"
+
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:.3em .6em;vertical-align:top;text-align:left}}.pass{{color:#070}}
+.fail{{color:#b00;font-weight:bold}}.notes{{background:#fff6d6;padding:.5em 1em}}</style></head>
+<body>{body}</body></html>
+"""
+
+
+def feedback_page(student: str, assignment: str, records: dict[str, dict], scores: dict[str, float],
+                  notes: list[str], notebook_html: str | None) -> str:
+    """One learner's results for one exercise: each check, measured vs required, and what to fix."""
+    total = sum(scores.values())
+    possible = sum(float(r.get("max_points", 0)) for r in records.values())
+    parts = [f"<h1>{html.escape(assignment)}: {total:g} / {possible:g} points</h1>",
+             f"<p>Student <b>{html.escape(student)}</b>. Each row is one check; the message says what to fix.</p>"]
+    if notes:
+        parts.append('<div class="notes"><b>Notes from the grader</b><ul>'
+                     + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul></div>")
+    rows = []
+    for cid, r in records.items():
+        kind = r.get("kind", "")
+        ok = bool(r.get("passed"))
+        points = scores.get(cid, r.get("points", 0))
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
+            f"<code>{html.escape(cid)}</code><br><small>{html.escape(r.get('title') or '')}</small>",
+            html.escape(kind), f"{points:g} / {float(r.get('max_points', 0)):g}",
+            '<span class="pass">pass</span>' if ok else '<span class="fail">FAIL</span>',
+            _fmt(r.get("measured"), kind), _fmt(r.get("required"), kind),
+            html.escape(r.get("thresholds") or ""), html.escape(r.get("message") or "").replace("\n", "<br>"))) + "</tr>")
+    parts.append("<table><tr><th>check</th><th>kind</th><th>points</th><th>result</th><th>measured</th>"
+                 "<th>required</th><th>thresholds</th><th>message</th></tr>" + "".join(rows) + "</table>")
+    if notebook_html:
+        parts.append(f'<p>Your graded notebook, with every cell\'s output: <a href="{html.escape(notebook_html)}">'
+                     f"{html.escape(notebook_html)}</a></p>")
+    return PAGE.format(title=html.escape(f"{assignment} feedback for {student}"), body="\n".join(parts))
+
+
+def feedback(course: Path) -> list[Path]:
+    """nbgrader's notebook feedback, plus a per-check page per learner and exercise, plus an index per learner."""
+    for assignment in assignments(course):
+        if list((course / "autograded").glob(f"*/{assignment}")):
+            nbgrader(course, "generate_feedback", assignment, "--force")
+    rows = graded_scores(course)
+    scores: dict[tuple[str, str], dict[str, float]] = {}
+    for row in rows:
+        scores.setdefault((row["student"], row["assignment"]), {})[row["check"]] = row["score"]
+    written = []
+    index: dict[str, list[str]] = {}
+    for path in sorted((course / "autograded").glob("*/ex[0-9][0-9]/*.ipynb")):
+        student, assignment = path.parent.parent.name, path.parent.name
+        records, notes = check_records(path)
+        out_dir = course / "feedback" / student / assignment
+        out_dir.mkdir(parents=True, exist_ok=True)
+        nb_html = path.with_suffix(".html").name if (out_dir / path.with_suffix(".html").name).is_file() else None
+        page = out_dir / "checks.html"
+        page.write_text(feedback_page(student, assignment, records, scores.get((student, assignment), {}),
+                                      notes, nb_html))
+        written.append(page)
+        total = sum(scores.get((student, assignment), {}).values())
+        possible = sum(float(r.get("max_points", 0)) for r in records.values())
+        index.setdefault(student, []).append(f'<li><a href="{assignment}/checks.html">{assignment}</a>: '
+                                             f"{total:g} / {possible:g}</li>")
+    for student, items in index.items():
+        page = course / "feedback" / student / "index.html"
+        page.write_text(PAGE.format(title=f"Feedback for {html.escape(student)}",
+                                    body=f"<h1>Feedback for {html.escape(student)}</h1><ul>{''.join(items)}</ul>"))
+        written.append(page)
+    print(f"wrote {len(written)} feedback page(s) under {course / 'feedback'}")
+    return written
+
+
+def export(course: Path) -> tuple[Path, Path]:
+    """nbgrader's grade export (``grades.csv``) and one row per student and check (``grades_by_check.csv``)."""
+    grades = course / "grades.csv"
+    nbgrader(course, "export", f"--CsvExportPlugin.to={grades}")
+    by_check = course / "grades_by_check.csv"
+    rows = graded_scores(course)
+    fields = ["student", "assignment", "check", "score", "max_score", "passed", "measured", "required",
+              "thresholds", "message", "notes"]
+    with by_check.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {grades} and {by_check} ({len(rows)} check rows)")
+    return grades, by_check
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--course", help="the nbgrader course folder (default: course/ or $COURSE)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rel = sub.add_parser("release", help="nbgrader release folder + learner kit zip")
+    rel.add_argument("--with-cache", nargs="*", default=[], type=Path,
+                     help="compile caches from `make warm-cache` to ship in the kit's cache/")
+    col = sub.add_parser("collect", help="copy DIR/<student>/**/NN_*.ipynb into submitted/")
+    col.add_argument("source", type=Path)
+    auto = sub.add_parser("autograde", help="nbgrader autograde with the hidden checks")
+    auto.add_argument("--assignment", nargs="*", help="exNN ids (default: all released)")
+    auto.add_argument("--jobs", type=int, default=1, help="students graded at once (default 1)")
+    auto.add_argument("--force", action="store_true", help="regrade submissions graded before")
+    sub.add_parser("feedback", help="per-student HTML feedback")
+    sub.add_parser("export", help="grades.csv and grades_by_check.csv")
+    args = parser.parse_args(argv)
+    course = course_dir(args.course)
+    if args.command == "release":
+        release(course, args.with_cache)
+    elif args.command == "collect":
+        ensure_course(course)
+        collect(course, args.source)
+    elif args.command == "autograde":
+        autograde(course, args.assignment, args.jobs, args.force)
+    elif args.command == "feedback":
+        feedback(course)
+    elif args.command == "export":
+        export(course)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

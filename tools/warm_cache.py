@@ -1,0 +1,293 @@
+"""Pre-compile the course's graphs into a compile cache that can be shipped to a workshop's machines.
+
+    python tools/warm_cache.py                  # warm .cache/inductor, pack it, measure cold vs warm
+    python tools/warm_cache.py --no-measure     # warm and pack only
+    python tools/warm_cache.py --load FILE      # an attendee: put a shipped cache (.tar.gz or .bin) in place
+
+Warming compiles, in one process with the repository's cache (``TORCHINDUCTOR_CACHE_DIR``,
+``.cache/inductor``): the lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's
+compiled training steps) and every graph the grader compiles, by running every check on
+every reference solution.  It then writes two shippable forms to ``.cache/warm/``:
+
+* ``compile-cache-<device>-torch<version>.tar.gz``: the inductor cache folder itself (FX graphs,
+  AOTAutograd entries and the compiled kernels: C++ shared objects on CPU, Triton binaries on GPU);
+* ``mega-cache-<device>-torch<version>.bin``: ``torch.compiler.save_cache_artifacts()``, the portable
+  artifacts, loaded with ``torch.compiler.load_cache_artifacts``.
+
+A cache only hits on the same torch version, device model and (on CPU) instruction set: build it on
+the machine type the attendees use (the shared GPU box, or one lab machine).
+
+Measuring runs representative first calls in fresh processes, each from an empty cache folder, a
+folder filled from the mega-cache, and the unpacked inductor folder, and records the seconds in
+``bench/results/warm-cache-<device>-<profile>-torch<version>.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CACHE = ROOT / ".cache" / "inductor"
+OUT = ROOT / ".cache" / "warm"
+RESULTS = ROOT / "bench" / "results"
+# Representative first calls, each compiling and running one graph forward and backward.
+ITEMS = {
+    "lesson01-rung8": "lesson 1: compiled hand-written cross-entropy (rung 8), loss forward+backward",
+    "lesson02-fixed-step": "lesson 2: compiled FixedNet training step",
+    "grader-ex01-solution": "grader, exercise 1: the reference SmoothedCE compiled, forward+backward",
+    "grader-ex02-baseline": "grader, exercise 2: the compiled BrokenScorer baseline, forward+backward",
+}
+
+
+def _first_call(item: str) -> float:
+    """Seconds for ``item``'s first call (compile + run), in this process."""
+    import torch
+
+    from coursekit.profile import get_profile
+
+    profile = get_profile()
+    start = time.perf_counter()
+    if item == "lesson01-rung8":
+        from coursekit.bench import first_calls
+        from coursekit.ladder import build
+
+        return first_calls(profile, build("8 compiled rung 3", profile.device), calls=1)
+    if item == "lesson02-fixed-step":
+        from coursekit.bench02 import FIXED, training_step
+        from coursekit.data import fake_cifar_batch
+        from coursekit.graph_breaks import build
+
+        step = training_step(torch.compile(build(FIXED, profile)))
+        step(*fake_cifar_batch(profile, 0))
+    elif item == "grader-ex01-solution":
+        from coursekit.ex01 import sample_inputs
+        from grader.loader import load_notebook
+
+        ns = load_notebook(ROOT / "solutions" / "01_cross_entropy_ladder.ipynb").namespace
+        logits, target, weights = sample_inputs(profile.loss_batch, profile.loss_classes, 0, device=profile.device)
+        start = time.perf_counter()
+        ns["compile_loss"](ns["SmoothedCE"](weights).to(profile.device))(logits, target).backward()
+    elif item == "grader-ex02-baseline":
+        from coursekit.ex02 import BrokenScorer, sample_rows
+
+        torch.manual_seed(0)
+        model = torch.compile(BrokenScorer().to(profile.device))
+        model(sample_rows(profile.batch_size, 32, 0, device=profile.device)).square().sum().backward()
+    else:
+        raise SystemExit(f"unknown item {item}")
+    if profile.device_class == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def first_calls_main(items: list[str], load: str | None) -> None:
+    """Child process: optionally load a mega-cache, then time each item's first call; print JSON."""
+    import torch
+
+    from coursekit.profile import apply_threads, get_profile
+
+    apply_threads(get_profile())
+    loaded_s = 0.0
+    if load:
+        start = time.perf_counter()
+        torch.compiler.load_cache_artifacts(Path(load).read_bytes())
+        loaded_s = time.perf_counter() - start
+    print(json.dumps({"load_s": loaded_s, **{item: _first_call(item) for item in items}}))
+
+
+def warm() -> tuple[bytes | None, list[str]]:
+    """Compile the lessons' and the grader's graphs into the repository's cache; return the mega-cache bytes."""
+    import torch
+
+    from coursekit.profile import apply_threads, get_profile
+    from grader.context import Context
+    from grader.interface import NOTEBOOKS, Submission
+    from grader.loader import load_notebook
+    from grader.registry import checks_for
+    from grader.results import run_check
+
+    profile = get_profile()
+    apply_threads(profile)
+    done = []
+    for item in ("lesson01-rung8", "lesson02-fixed-step"):
+        print(f"  {ITEMS[item]}: {_first_call(item):.1f} s", flush=True)
+        done.append(ITEMS[item])
+    from coursekit.bench import first_calls
+    from coursekit.ladder import build
+
+    first_calls(profile, build("7 compiled built-in", profile.device), calls=2)
+    done.append("lesson 1: compiled built-in cross-entropy (rung 7)")
+    from coursekit.bench02 import BROKEN, training_step
+    from coursekit.data import fake_cifar_batch
+    from coursekit.graph_breaks import build as build_net
+
+    torch.compiler.reset()
+    training_step(torch.compile(build_net(BROKEN, profile)))(*fake_cifar_batch(profile, 0))
+    done.append("lesson 2: compiled BrokenNet training step")
+    ctx = Context.create(profile, secret_seed=12345)
+    for exercise, name in NOTEBOOKS.items():
+        solution = ROOT / "solutions" / name
+        if not solution.is_file() or not checks_for(exercise):
+            continue
+        torch.compiler.reset()  # as in a fresh grading process
+        start = time.perf_counter()
+        loaded = load_notebook(solution)
+        results = [run_check(c, Submission(exercise, loaded.namespace), ctx) for c in checks_for(exercise)]
+        failed = [r.id for r in results if not r.passed]
+        print(f"  grader, {exercise}: {len(results)} checks on the reference solution in "
+              f"{time.perf_counter() - start:.1f} s" + (f" (failed: {failed})" if failed else ""), flush=True)
+        done.append(f"grader: every check of {exercise} on its reference solution")
+    artifacts = torch.compiler.save_cache_artifacts()
+    return (artifacts[0] if artifacts else None), done
+
+
+def _stem(kind: str) -> str:
+    import torch
+
+    from coursekit.profile import get_profile
+    from grader.context import device_model, slug
+
+    profile = get_profile()
+    return f"{kind}-{slug(device_model(profile))}-torch{slug(torch.__version__)}"
+
+
+def pack(cache: Path, out: Path) -> Path:
+    """The inductor cache folder as a tarball that unpacks into another ``TORCHINDUCTOR_CACHE_DIR``."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{_stem('compile-cache')}.tar.gz"
+    with tarfile.open(target, "w:gz") as tar:
+        for path in sorted(cache.iterdir()):
+            tar.add(path, arcname=path.name)
+    return target
+
+
+def load(path: Path, cache: Path) -> None:
+    """Put a shipped cache in place: unpack a tarball, or load a mega-cache (which writes to ``cache``)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    if path.name.endswith(".tar.gz"):
+        with tarfile.open(path) as tar:
+            tar.extractall(cache, filter="data")
+    else:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+        subprocess.run([sys.executable, "-c", "import sys, torch; torch.compiler.load_cache_artifacts("
+                        "open(sys.argv[1], 'rb').read())", str(path)], env=env, check=True)
+    print(f"loaded {path} into {cache}")
+
+
+def _child(items: list[str], cache: Path, load_bin: Path | None) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    cmd = [sys.executable, __file__, "--first-calls", ",".join(items)] + (["--load-bin", str(load_bin)] if load_bin
+                                                                           else [])
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode:
+        raise SystemExit(f"measuring failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - start}
+
+
+def measure(items: list[str], tarball: Path, mega: Path | None, repeats: int) -> dict:
+    """First-call seconds per item from an empty cache, a mega-cache, and the shipped inductor folder."""
+    runs: dict[str, list[dict]] = {"cold": [], "mega-cache": [], "inductor-folder": []}
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="warm-") as tmp:
+            cold, mega_dir, folder = Path(tmp) / "cold", Path(tmp) / "mega", Path(tmp) / "folder"
+            runs["cold"].append(_child(items, cold, None))
+            if mega is not None:
+                runs["mega-cache"].append(_child(items, mega_dir, mega))
+            load(tarball, folder)
+            runs["inductor-folder"].append(_child(items, folder, None))
+    summary = {}
+    for condition, results in runs.items():
+        if results:
+            summary[condition] = {item: round(statistics.median(r[item] for r in results), 2) for item in items}
+            summary[condition]["total"] = round(sum(summary[condition][i] for i in items), 2)
+            summary[condition]["mega_cache_load_s"] = round(statistics.median(r["load_s"] for r in results), 2)
+    return summary
+
+
+def write_results(summary: dict, items: list[str], sizes: dict, warmed: list[str], repeats: int) -> list[Path]:
+    import torch
+
+    from coursekit.profile import get_profile
+    from grader.context import device_model, slug
+
+    profile = get_profile()
+    doc = {"device": profile.device_class, "device_name": device_model(profile), "profile": profile.name,
+           "torch": torch.__version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "host": {"cpu_count": os.cpu_count()}, "repeats": repeats, "items": {i: ITEMS[i] for i in items},
+           "first_call_s": summary, "artifact_bytes": sizes, "warmed": warmed,
+           "method": "each condition is a fresh process (torch imported before timing); seconds from "
+                     "torch.compile to the end of the first forward+backward; medians over `repeats`"}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = RESULTS / f"warm-cache-{slug(device_model(profile))}-{profile.name}-torch{slug(torch.__version__)}"
+    Path(f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    conditions = list(summary)
+    md = [f"# Compile cache: cold vs warm first calls ({device_model(profile)}, {profile.name}, "
+          f"torch {torch.__version__})", "",
+          "Seconds from `torch.compile` to the end of the first forward+backward, median of "
+          f"{repeats}. Each condition is one fresh process (torch already imported) that runs the first calls in "
+          "this order, so the first row also pays `torch.compile`'s one-time start-up. `cold`: an empty "
+          "`TORCHINDUCTOR_CACHE_DIR`; `mega-cache`: an empty one after `torch.compiler.load_cache_artifacts` of "
+          "the shipped `.bin`; `inductor-folder`: the shipped `.tar.gz` of `.cache/inductor` unpacked into it.", "",
+          "| first call | " + " | ".join(conditions) + " |", "|---|" + "---|" * len(conditions)]
+    for item in [*items, "total"]:
+        md.append(f"| {ITEMS.get(item, '**total**')} | " + " | ".join(f"{summary[c][item]:.1f}" for c in conditions)
+                  + " |")
+    md += ["", "Shipped files: " + ", ".join(f"`{k}` {v / 1024**2:.1f} MiB" for k, v in sizes.items())]
+    Path(f"{stem}.md").write_text("\n".join(md) + "\n")
+    return [Path(f"{stem}.json"), Path(f"{stem}.md")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--load", type=Path, help="put a shipped cache (.tar.gz or mega-cache .bin) in place")
+    parser.add_argument("--no-measure", action="store_true", help="warm and pack only")
+    parser.add_argument("--items", default=",".join(ITEMS), help="first calls to measure (comma-separated)")
+    parser.add_argument("--repeats", type=int, default=1, help="measurements per condition (default 1)")
+    parser.add_argument("--first-calls", help=argparse.SUPPRESS)
+    parser.add_argument("--load-bin", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or CACHE)
+    if args.first_calls:
+        first_calls_main(args.first_calls.split(","), args.load_bin)
+        return 0
+    if args.load:
+        load(args.load, cache)
+        return 0
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+    print(f"warming {cache} ...", flush=True)
+    start = time.perf_counter()
+    mega_bytes, warmed = warm()
+    OUT.mkdir(parents=True, exist_ok=True)
+    mega = None
+    if mega_bytes:
+        mega = OUT / f"{_stem('mega-cache')}.bin"
+        mega.write_bytes(mega_bytes)
+    tarball = pack(cache, OUT)
+    sizes = {p.name: p.stat().st_size for p in (tarball, mega) if p is not None}
+    print(f"warmed in {time.perf_counter() - start:.0f} s; ship {', '.join(str(p) for p in (tarball, mega) if p)}")
+    if args.no_measure:
+        return 0
+    items = args.items.split(",")
+    summary = measure(items, tarball, mega, args.repeats)
+    for condition, values in summary.items():
+        print(f"  {condition:16s} " + "  ".join(f"{i} {values[i]:.1f} s" for i in items) + f"  total {values['total']:.1f} s")
+    for path in write_results(summary, items, sizes, warmed, args.repeats):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
