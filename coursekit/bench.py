@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from coursekit.cache import use_repo_compile_cache
 from coursekit.ladder import LADDER, build
-from coursekit.profile import Profile, apply_threads, device_name, get_profile
+from coursekit.profile import Profile, apply_threads, cpu_model, device_name, get_profile
 from coursekit.timing import Timing, synchronize
 from coursekit.training import LossFn, loss_inputs, time_loss, time_step
 from coursekit.traffic import Traffic, watch_traffic
@@ -133,23 +133,13 @@ def doc_header(profile: Profile, lesson: str) -> dict:
         "torch": torch.__version__,
         "profile": profile.as_dict(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "host": {"machine": platform.machine(), "processor": _cpu_model(), "cpu_count": _cpu_count()},
+        "host": {"machine": platform.machine(), "processor": cpu_model(), "cpu_count": _cpu_count()},
     }
 
 
 def results_doc(profile: Profile, rows: list[dict]) -> dict:
     """Lesson 1's JSON document: the header, the baseline rung's name and the rungs."""
     return {**doc_header(profile, "lesson01"), "baseline": rows[0]["name"], "rungs": rows}
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _cpu_count() -> int | None:

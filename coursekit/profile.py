@@ -13,7 +13,9 @@ The profile is chosen automatically (CUDA available -> ``full``, else
 from __future__ import annotations
 
 import os
+import platform
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import torch
 
@@ -68,6 +70,17 @@ PROFILES: dict[str, Profile] = {
         min_sample_s=0.05,
     ),
 }
+
+
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def device_name(device: str) -> str:

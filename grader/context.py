@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from coursekit.profile import Profile, device_name, get_profile
+from coursekit.profile import Profile, cpu_model, device_name, get_profile
 
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.toml")
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
@@ -44,17 +44,6 @@ def load_thresholds(path: Path = THRESHOLDS_FILE) -> dict[str, dict[str, dict]]:
 def slug(text: str) -> str:
     """Lower-case ``text`` with runs of other characters turned into ``-``."""
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
-
-
-def cpu_model() -> str:
-    """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def device_model(profile: Profile) -> str:
