@@ -15,7 +15,6 @@ uses the defaults only.  Every report says which thresholds it used
 from __future__ import annotations
 
 import os
-import platform
 import re
 import secrets
 import tomllib
