@@ -16,6 +16,7 @@ FRACTION ?= 0.25
 BATCH ?= $(COURSE)/submitted
 BATCH_OUT ?= reports/batch
 ENGINE ?= local
+TEST_JOBS ?= 2
 # nbgrader and jupyter call helper commands (alembic, jupyter-*) that live in the venv
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
@@ -32,8 +33,9 @@ setup:  ## create .venv with the pinned dependencies and this kit (editable)
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
 	$(BIN)/python -c "import torch, torchvision, timm; print('torch', torch.__version__, '| torchvision', torchvision.__version__, '| timm', timm.__version__, '| cuda', torch.cuda.is_available())"
 
-test:  ## the whole suite (CPU smoke profile): grader, notebooks, timing
-	$(BIN)/python -m pytest
+test:  ## the whole suite (CPU smoke profile): most in TEST_JOBS processes, then what times speed, alone
+	$(BIN)/python -m pytest -m "not timing" -n $(TEST_JOBS)
+	$(BIN)/python -m pytest -m timing
 
 test-fast:  ## skip the slow tests (notebook execution, whole-submission grading)
 	$(BIN)/python -m pytest -m "not slow"

@@ -24,6 +24,15 @@ DEVICE_ENV = "COURSEKIT_DEVICE"
 
 
 @dataclass(frozen=True)
+class ViTShape:
+    """The size of one timm ``VisionTransformer``: blocks, embedding width, attention heads."""
+
+    depth: int
+    dim: int
+    heads: int
+
+
+@dataclass(frozen=True)
 class Profile:
     """Problem sizes and measurement budget for one kind of machine."""
 
@@ -39,6 +48,14 @@ class Profile:
     trials: int  # interleaved A/B trials for a speed comparison
     threads: int  # CPU threads used while timing (fixed for repeatability)
     min_sample_s: float  # each timed sample runs calls until it lasts at least this long
+    vit_batch: int  # images per ViT training step (lesson 3, exercise 3)
+    vit_image: int  # ViT input size (square)
+    vit_patch: int  # ViT patch size
+    vit_classes: int
+    student: ViTShape  # lesson 3: the model being trained
+    teacher: ViTShape  # lesson 3: the frozen, deeper model inside the loss
+    kd_student: ViTShape  # exercise 3: student and teacher differ in depth and width
+    kd_teacher: ViTShape
 
     @property
     def device_class(self) -> str:
@@ -63,11 +80,18 @@ PROFILES: dict[str, Profile] = {
         name="full", device="cuda", batch_size=1024, image_size=256, num_classes=10,
         loss_batch=8192, loss_classes=1000, steps=20, warmup=5, trials=15,
         threads=max(1, min(8, os.cpu_count() or 1)), min_sample_s=0.02,
+        # the article's ViT distillation: timm's default ViT-B/16 student, a depth-24 teacher
+        vit_batch=64, vit_image=224, vit_patch=16, vit_classes=1000,
+        student=ViTShape(12, 768, 12), teacher=ViTShape(24, 768, 12),
+        kd_student=ViTShape(12, 192, 3), kd_teacher=ViTShape(12, 384, 6),  # ViT-Tiny from ViT-Small
     ),
     "smoke": Profile(
         name="smoke", device="cpu", batch_size=32, image_size=32, num_classes=10,
         loss_batch=512, loss_classes=100, steps=5, warmup=2, trials=9, threads=1,
         min_sample_s=0.05,
+        vit_batch=16, vit_image=32, vit_patch=8, vit_classes=10,
+        student=ViTShape(2, 32, 2), teacher=ViTShape(4, 32, 2),
+        kd_student=ViTShape(2, 32, 2), kd_teacher=ViTShape(3, 48, 3),
     ),
 }
 

@@ -51,6 +51,36 @@ INTERFACE: dict[str, dict[str, Name]] = {
     },
 }
 
+INTERFACE["ex00"] = {
+    n.name: n
+    for n in (
+        Name("capture_graph", "def capture_graph(fn, *args) -> torch.fx.GraphModule: the graph Dynamo hands a "
+             "backend when fn is compiled (a backend of your own that keeps it and returns gm.forward) and called "
+             "on args."),
+        Name("count_compiles", "def count_compiles(fn, shapes, dynamic=False) -> list[int]: after "
+             "torch.compiler.reset(), fn compiled with a CompileCounter backend and dynamic=dynamic, called on "
+             "torch.randn(shape) for each shape; the graphs compiled so far after each call."),
+        Name("inductor_code", "def inductor_code(fn, *args) -> str: the code Inductor generates for "
+             "torch.compile(fn) called on args (torch._inductor.utils.run_and_get_code), joined into one string."),
+    )
+}
+
+INTERFACE["ex03"] = {
+    n.name: n
+    for n in (
+        Name("DistillLoss", "class DistillLoss(nn.Module): __init__(temperature: float = TEMPERATURE, alpha: float = "
+             "ALPHA); forward(student_logits [N, C], teacher_logits [N, C], labels [N] int64) -> scalar tensor: "
+             "alpha * T**2 * KL(softmax(t/T) || softmax(s/T)) (batchmean) + (1 - alpha) * CE(s, labels)."),
+        Name("Distiller", "class Distiller(nn.Module): __init__(student, teacher, loss) freezes the teacher; "
+             "forward(images, labels) -> the loss of the student's logits against the teacher's (under no_grad)."),
+        Name("make_train_step", "def make_train_step(distiller, optimizer, backend='inductor') -> step(images, "
+             "labels) -> detached loss: the Distiller compiled as one graph with torch.compile(..., backend=backend), "
+             "then backward and optimizer.step()."),
+        Name("extract_student", "def extract_student(model) -> nn.Module: the plain student inside a Distiller or a "
+             "torch.compile'd Distiller, for inference and saving."),
+    )
+}
+
 INTERFACE["ex04"] = {
     n.name: n
     for n in (
@@ -65,8 +95,33 @@ INTERFACE["ex04"] = {
     )
 }
 
-NOTEBOOKS: dict[str, str] = {"ex01": "01_cross_entropy_ladder.ipynb", "ex02": "02_graph_breaks.ipynb",
-                             "ex04": "04_dynamic_shapes.ipynb"}
+INTERFACE["ex05"] = {
+    n.name: n
+    for n in (
+        Name("first_failing_backend", "def first_failing_backend(fn, args: tuple) -> str | None: fn(*args) (a tensor) "
+             "is run eagerly once for reference; then for each backend of eager, aot_eager, "
+             "aot_eager_decomp_partition, inductor in that order: torch.compiler.reset() and "
+             "torch.compile(fn, backend=backend)(*args). A backend fails when the call raises an Exception or its "
+             "output is not close to the eager one (a tolerance well above rounding, e.g. rtol=1e-3, atol=1e-4). "
+             "Returns the first failing backend's name, or None when all four pass; never raises for a failing "
+             "compile."),
+        Name("find_culprit", "def find_culprit(fn, args: tuple) -> tuple[str, str | None, str | None] | None: "
+             "torch._inductor.compiler_bisector.CompilerBisector.do_bisect(test) where test() runs "
+             "torch.compiler.reset(), calls torch.compile(fn)(*args) and returns True when the output is close to "
+             "eager's (False on a mismatch or an exception). None when do_bisect returns None, else (backend, "
+             "subsystem, op): the BisectionResult's backend and subsystem, and the ATen operator named in its "
+             "debug_info without 'aten.', overload or numeric suffix ('hardtanh' from \"<OpOverload(op='aten."
+             "hardtanh', overload='default')>\", 'cos' from a graph node 'cos_2'), or None if it names none."),
+        Name("FixedGatedMLP", "class FixedGatedMLP(GatedMLP): the same parameters (a GatedMLP's state_dict loads); "
+             "forward equals GatedMLP's (outputs and gradients), and compiled with torch.compile (Inductor) while "
+             "exercise_bugs() are planted it still matches eager and compiles as one graph (no "
+             "torch.compiler.disable, no graph break)."),
+    )
+}
+
+NOTEBOOKS: dict[str, str] = {"ex00": "00_orientation.ipynb", "ex01": "01_cross_entropy_ladder.ipynb",
+                             "ex02": "02_graph_breaks.ipynb", "ex03": "03_distillation.ipynb",
+                             "ex04": "04_dynamic_shapes.ipynb", "ex05": "05_debugging_compile.ipynb"}
 
 
 def exercise_for(path: Path) -> str | None:

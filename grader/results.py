@@ -6,7 +6,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass
 
-from grader.registry import Check, Measured, Shortfall
+from grader.registry import Check, Measured, Shortfall, Unsettled
 
 
 @dataclass
@@ -61,14 +61,18 @@ def run_check(check: Check, submission, ctx) -> CheckResult:
     """Run ``check``; every outcome (pass, assertion, exception) becomes a result."""
     start = time.perf_counter()
     measured = required = timed_s = None
+    unsettled = False
     try:
         outcome = check.fn(submission, ctx)
     except Shortfall as exc:
         passed, message, measured, required = False, str(exc), exc.measured, exc.required
+    except Unsettled as exc:
+        passed, message, unsettled = False, str(exc) or f"{check.id} failed", True
     except AssertionError as exc:
         passed, message = False, str(exc) or f"{check.id} failed"
     except Exception as exc:  # noqa: BLE001 - learner code may raise anything
         passed, message = False, explain_exception(exc)
+        unsettled = type(exc).__module__.startswith("torch")  # torch may be left half-way through a compile
     else:
         passed, message = True, "ok"
         if isinstance(outcome, Measured):
@@ -80,5 +84,7 @@ def run_check(check: Check, submission, ctx) -> CheckResult:
                 message = (f"flagged for review: {measured:.1f}x is far above what the reference solution "
                            f"measures on this device class (at most {limit:.1f}x is plausible); {message}")
     seconds = time.perf_counter() - start
-    return CheckResult(check.id, check.exercise, check.kind, check.points if passed else 0, check.points,
-                       passed, measured, required, message, round(seconds, 3), timed_s)
+    result = CheckResult(check.id, check.exercise, check.kind, check.points if passed else 0, check.points,
+                         passed, measured, required, message, round(seconds, 3), timed_s)
+    result.unsettled = unsettled  # not a report field: tells the worker to hand the rest to a fresh process
+    return result

@@ -7,12 +7,18 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+SOLUTION_00 = ROOT / "solutions" / "00_orientation.ipynb"
+EXERCISE_00 = ROOT / "exercises" / "00_orientation.ipynb"
 SOLUTION_01 = ROOT / "solutions" / "01_cross_entropy_ladder.ipynb"
 EXERCISE_01 = ROOT / "exercises" / "01_cross_entropy_ladder.ipynb"
 SOLUTION_02 = ROOT / "solutions" / "02_graph_breaks.ipynb"
 EXERCISE_02 = ROOT / "exercises" / "02_graph_breaks.ipynb"
+SOLUTION_03 = ROOT / "solutions" / "03_distillation.ipynb"
+EXERCISE_03 = ROOT / "exercises" / "03_distillation.ipynb"
 SOLUTION_04 = ROOT / "solutions" / "04_dynamic_shapes.ipynb"
 EXERCISE_04 = ROOT / "exercises" / "04_dynamic_shapes.ipynb"
+SOLUTION_05 = ROOT / "solutions" / "05_debugging_compile.ipynb"
+EXERCISE_05 = ROOT / "exercises" / "05_debugging_compile.ipynb"
 
 
 def variant(solution: Path, out: Path, edits: dict[str, str]) -> Path:
@@ -29,6 +35,32 @@ def variant(solution: Path, out: Path, edits: dict[str, str]) -> Path:
 
 
 # Each wrong submission: the edit, and exactly the checks it must fail (all others must pass).
+WRONG_00: dict[str, tuple[dict[str, str], set[str]]] = {
+    "dynamic setting ignored": (
+        {"torch.compile(fn, backend=counter, dynamic=dynamic)": "torch.compile(fn, backend=counter)"},
+        {"ex00.recompiles.count", "ex00.recompiles.unseen"},
+    ),
+    "no reset before counting": (
+        {"    torch.compiler.reset()\n    counter = CompileCounter()": "    counter = CompileCounter()"},
+        # the first count is right; asked again, the compiled versions left over hit the recompile limit
+        {"ex00.recompiles.unseen"},
+    ),
+    "no reset before capturing": (
+        {"    torch.compiler.reset()\n    graphs = []": "    graphs = []"},
+        # a second capture of the same function at another size is dynamic: the graph takes the size as an input
+        {"ex00.capture.branches"},
+    ),
+    "fx.symbolic_trace instead of Dynamo": (
+        {"    torch.compile(fn, backend=backend, fullgraph=True)(*args)\n    return graphs[-1]":
+         "    return torch.fx.symbolic_trace(fn)"},
+        {"ex00.capture.branches"},
+    ),
+    "uncompiled function handed to run_and_get_code": (
+        {"run_and_get_code(compiled, *args)": "run_and_get_code(fn, *args)"},
+        {"ex00.inductor.code"},
+    ),
+}
+
 WRONG_01: dict[str, tuple[dict[str, str], set[str]]] = {
     "sync in the step": (
         {"    optimizer.step()\n    return loss.detach()":
@@ -77,6 +109,26 @@ WRONG_02: dict[str, tuple[dict[str, str], set[str]]] = {
     ),
 }
 
+WRONG_03: dict[str, tuple[dict[str, str], set[str]]] = {
+    "teacher receives gradients": (
+        {"        self.teacher = teacher.eval().requires_grad_(False)": "        self.teacher = teacher.eval()",
+         "        with torch.no_grad():\n            teacher_logits = self.teacher(images)":
+         "        teacher_logits = self.teacher(images)"},
+        {"ex03.distiller.gradients", "ex03.step.training"},
+    ),
+    "the T**2 factor left out": (
+        {"return self.alpha * temp * temp * soft": "return self.alpha * soft"},
+        {"ex03.loss.values", "ex03.loss.temperature", "ex03.loss.bf16", "ex03.distiller.gradients",
+         "ex03.step.training"},
+    ),
+    "teacher under inference_mode": (
+        {"        with torch.no_grad():\n            teacher_logits": "        with torch.inference_mode():\n"
+         "            teacher_logits"},
+        # eager, the teacher's inference tensors only feed new tensors: the eager checks pass
+        {"ex03.step.training", "ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
+    ),
+}
+
 WRONG_04: dict[str, tuple[dict[str, str], set[str]]] = {
     "padding without a mask": (
         {"        weights = mask.unsqueeze(-1).to(h.dtype)\n        pooled = (h * weights).sum(1) / weights.sum(1)":
@@ -94,9 +146,47 @@ WRONG_04: dict[str, tuple[dict[str, str], set[str]]] = {
     ),
 }
 
+WRONG_05: dict[str, tuple[dict[str, str], set[str]]] = {
+    "the article's ladder, without aot_eager_decomp_partition": (
+        {'for backend in ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor"):':
+         'for backend in ("eager", "aot_eager", "inductor"):'},
+        # a bad decomposition is blamed on inductor; the bisector has its own ladder
+        {"ex05.ladder.given", "ex05.ladder.hidden"},
+    ),
+    "exact comparison": (
+        {"torch.allclose(out, expected, rtol=1e-3, atol=1e-4))": "torch.equal(out, expected))"},
+        # LayerNorm's decomposition rounds differently: a false alarm at aot_eager_decomp_partition, and the
+        # bisector then blames native_layer_norm's decomposition
+        {"ex05.ladder.given", "ex05.ladder.hidden", "ex05.ladder.inference_mode", "ex05.culprit.given",
+         "ex05.culprit.hidden"},
+    ),
+    "no reset in the bisector's test": (
+        {"        torch.compiler.reset()  # every run compiles afresh\n": ""},
+        # Dynamo reuses the graph compiled before: switching a subsystem off changes nothing
+        {"ex05.culprit.given", "ex05.culprit.hidden"},
+    ),
+    "culprits fenced off with torch.compiler.disable": (
+        {"return a * (a + 3).clamp(0, 6) / 6  # hardswish, without aten.hardswish":
+         "return torch.compiler.disable(F.hardswish)(a)",
+         "return 0.5 * (torch.tanh(0.5 * g) + 1)  # sigmoid, without aten.sigmoid":
+         "return torch.compiler.disable(torch.sigmoid)(g)"},
+        # right values, but graph breaks: not the one-graph fix asked for
+        {"ex05.fix.one_graph"},
+    ),
+    "a crash escapes the ladder": (
+        {"        try:\n            ok = outputs_match(torch.compile(fn, backend=backend)(*args), expected)\n"
+         "        except Exception:\n            ok = False\n":
+         "        ok = outputs_match(torch.compile(fn, backend=backend)(*args), expected)\n"},
+        {"ex05.ladder.given", "ex05.ladder.hidden", "ex05.ladder.inference_mode"},
+    ),
+}
+
 # exercise -> (solution, unmodified exercise, wrong submissions)
 EXERCISES = {
+    "ex00": (SOLUTION_00, EXERCISE_00, WRONG_00),
     "ex01": (SOLUTION_01, EXERCISE_01, WRONG_01),
     "ex02": (SOLUTION_02, EXERCISE_02, WRONG_02),
+    "ex03": (SOLUTION_03, EXERCISE_03, WRONG_03),
     "ex04": (SOLUTION_04, EXERCISE_04, WRONG_04),
+    "ex05": (SOLUTION_05, EXERCISE_05, WRONG_05),
 }

@@ -9,6 +9,8 @@ import torch
 
 from coursekit.timing import compare, time_per_call
 
+pytestmark = pytest.mark.timing
+
 
 @pytest.fixture(autouse=True)
 def one_thread():

@@ -25,7 +25,8 @@ from grader.context import calibration_name
 from grader.registry import load_all
 from submissions import ROOT
 
-pytestmark = pytest.mark.slow
+# timing: the workflow calibrates and grades speed checks, so it runs in `make test`'s serial pass
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 CHECK_TIMEOUT = 40
 LEARNERS = class_of_ex02()
 RAY_CHECKS = ("ex02.scorer.outputs", "ex02.scorer.statistic", "ex02.scorer.no_breaks")

@@ -6,8 +6,8 @@
 
 Warming compiles, in one process with the repository's cache (``TORCHINDUCTOR_CACHE_DIR``,
 ``.cache/inductor``): the lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's
-compiled training steps) and every graph the grader compiles, by running every check on
-every reference solution.  It then writes two shippable forms to ``.cache/warm/``:
+compiled training steps, lesson 3's one-graph distillation step) and every graph the grader
+compiles, by running every check on every reference solution.  It then writes two shippable forms to ``.cache/warm/``:
 
 * ``compile-cache-<device>-torch<version>.tar.gz``: the inductor cache folder itself (FX graphs,
   AOTAutograd entries and the compiled kernels: C++ shared objects on CPU, Triton binaries on GPU);
@@ -136,6 +136,13 @@ def warm() -> tuple[bytes | None, list[str]]:
     torch.compiler.reset()
     training_step(torch.compile(build_net(BROKEN, profile)))(*fake_cifar_batch(profile, 0))
     done.append("lesson 2: compiled BrokenNet training step")
+    from coursekit.distill import build as build_distill
+    from coursekit.distill import image_batch
+
+    for amp in (False, True):
+        torch.compiler.reset()
+        build_distill("one graph", profile, amp=amp).step(*image_batch(profile, 0))
+    done.append("lesson 3: one-graph distillation step, fp32 and bf16")
     ctx = Context.create(profile, secret_seed=12345)
     for exercise, name in NOTEBOOKS.items():
         solution = ROOT / "solutions" / name

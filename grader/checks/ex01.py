@@ -19,7 +19,7 @@ from coursekit.traffic import watch_traffic
 from grader.checks.common import assert_close
 from grader.checks.ex01_public import VALUE_HINT, Case, _build, _check_values, public_cases
 from grader.reference.ex01 import smoothed_ce
-from grader.registry import CHECKS, Measured, Shortfall, check
+from grader.registry import Measured, Shortfall, check, in_report_order
 
 TRAFFIC_HINT = (
     "Build tensors from Python data once, in __init__ (register_buffer), not per call (aten::lift_fresh); "
@@ -231,9 +231,4 @@ ORDER = ("ex01.smoothed_ce.values", "ex01.smoothed_ce.gradients", "ex01.smoothed
          "ex01.compiled.speed", "ex01.train_step.update", "ex01.train_step.no_sync")
 
 
-def _in_notebook_order() -> None:
-    ours = {cid: CHECKS.pop(cid) for cid in ORDER if cid in CHECKS}
-    CHECKS.update(ours)
-
-
-_in_notebook_order()
+in_report_order(ORDER)

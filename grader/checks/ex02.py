@@ -15,7 +15,7 @@ from coursekit.timing import compare
 from coursekit.traffic import watch_traffic
 from grader.checks.common import assert_close
 from grader.checks.ex02_public import IN_FEATURES, RESULT_HINT, Case, _compare_cases, _models, public_cases
-from grader.registry import CHECKS, Measured, Shortfall, check
+from grader.registry import Measured, Shortfall, check, in_report_order
 
 
 def hidden_cases(ctx) -> list[Case]:
@@ -143,9 +143,4 @@ ORDER = ("ex02.calibrate.opcheck", "ex02.scorer.outputs", "ex02.scorer.gradients
          "ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.no_sync", "ex02.scorer.speed")
 
 
-def _in_notebook_order() -> None:
-    ours = {cid: CHECKS.pop(cid) for cid in ORDER if cid in CHECKS}
-    CHECKS.update(ours)
-
-
-_in_notebook_order()
+in_report_order(ORDER)

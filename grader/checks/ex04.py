@@ -11,7 +11,7 @@ from coursekit.timing import synchronize
 from grader.checks.common import assert_close
 from grader.checks.ex04_public import MASK_HINT, _buckets, _models, _run
 from grader.reference.ex04 import per_sequence
-from grader.registry import CHECKS, Measured, Shortfall, check
+from grader.registry import Measured, Shortfall, check, in_report_order
 
 STREAM_BATCHES = 16
 
@@ -129,9 +129,4 @@ ORDER = ("ex04.collate.layout", "ex04.tagger.outputs", "ex04.stream.outputs", "e
          "ex04.stream.no_recompile_after_warmup", "ex04.stream.speed")
 
 
-def _in_notebook_order() -> None:
-    ours = {cid: CHECKS.pop(cid) for cid in ORDER if cid in CHECKS}
-    CHECKS.update(ours)
-
-
-_in_notebook_order()
+in_report_order(ORDER)

@@ -10,7 +10,7 @@ from coursekit.ex02 import BrokenScorer
 
 def twin(fixed: nn.Module) -> BrokenScorer:
     """A BrokenScorer with the same sizes and weights as the learner's ``fixed`` model."""
-    enc0, enc2, head = fixed.encoder[0], fixed.encoder[2], fixed.head
+    enc0, head = fixed.encoder[0], fixed.head
     broken = BrokenScorer(enc0.in_features, enc0.out_features, head.out_features)
     missing, _ = broken.load_state_dict(fixed.state_dict(), strict=False)
     if missing:
