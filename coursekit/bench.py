@@ -1,7 +1,7 @@
-"""Measure the lessons' figures and record them (lesson 1's ladder here, lessons 2-4 in coursekit.bench02/03/04).
+"""Measure the lessons' figures and record them (lesson 1's ladder here, lessons 2-4 and 6 in coursekit.benchNN).
 
 The lesson notebook calls :func:`measure_rung` for each rung and the command
-line (``python -m coursekit.bench [--out DIR] [--lesson 1|2|3|4|all]``) calls :func:`measure_ladder`,
+line (``python -m coursekit.bench [--out DIR] [--lesson 1|2|3|4|6|all]``) calls :func:`measure_ladder`,
 so the numbers a learner sees and the recorded ones come from the same code.
 Each rung gets: the training-step time and the loss's forward+backward time
 (``coursekit.training``), the host/device traffic of one loss call
@@ -221,11 +221,11 @@ def print_table(doc: dict) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     use_repo_compile_cache()  # before bench02 imports torch._dynamo, which pins the default cache folder
-    from coursekit import bench02, bench03, bench04  # they import this module: import them here, not at the top
+    from coursekit import bench02, bench03, bench04, bench06  # they import this module: import them here, not at the top
 
     parser = argparse.ArgumentParser(prog="python -m coursekit.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="bench/results", help="folder for the .json and .md (default: %(default)s)")
-    parser.add_argument("--lesson", choices=("1", "2", "3", "4", "all"), default="all",
+    parser.add_argument("--lesson", choices=("1", "2", "3", "4", "6", "all"), default="all",
                         help="which lesson to measure (default: %(default)s)")
     parser.add_argument("--rungs", nargs="*", choices=list(LADDER), help="lesson 1: measure only these rungs")
     args = parser.parse_args(argv)
@@ -238,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "3": (lambda: bench03.measure_lesson3(profile), bench03.print_table, bench03.markdown_table),
         "4": (lambda: bench04.results_doc(profile, bench04.measure_dynamic_shapes(profile)), bench04.print_table,
               bench04.markdown_table),
+        "6": (lambda: bench06.measure_lesson6(profile), bench06.print_table, bench06.markdown_table),
     }
     for lesson, (measure, show, markdown) in lessons.items():
         if args.lesson in (lesson, "all"):

@@ -119,9 +119,25 @@ INTERFACE["ex05"] = {
     )
 }
 
+INTERFACE["ex06"] = {
+    n.name: n
+    for n in (
+        Name("compile_blocks", "def compile_blocks(model: VisionTransformer, backend='inductor') -> nn.Module: "
+             "regional compilation: each block of model.blocks compiled in place with block.compile(backend=backend) "
+             "(the blocks share one compiled graph; the state_dict keys do not change); returns the model."),
+        Name("make_optimizer", "def make_optimizer(model, lr: float = LR) -> torch.optim.AdamW: AdamW over every "
+             "parameter with weight_decay=WEIGHT_DECAY and the learning rate held in a tensor (torch.tensor(lr))."),
+        Name("make_train_step", "def make_train_step(model, optimizer, scheduler, backend='inductor') -> step(images, "
+             "labels) -> detached loss: cross-entropy of model(images), backward, then optimizer.step() and "
+             "scheduler.step() inside one function compiled with torch.compile(..., backend=backend), then the "
+             "gradients cleared; no recompile when the scheduler changes the learning rate."),
+    )
+}
+
 NOTEBOOKS: dict[str, str] = {"ex00": "00_orientation.ipynb", "ex01": "01_cross_entropy_ladder.ipynb",
                              "ex02": "02_graph_breaks.ipynb", "ex03": "03_distillation.ipynb",
-                             "ex04": "04_dynamic_shapes.ipynb", "ex05": "05_debugging_compile.ipynb"}
+                             "ex04": "04_dynamic_shapes.ipynb", "ex05": "05_debugging_compile.ipynb",
+                             "ex06": "06_compile_time.ipynb"}
 
 
 def exercise_for(path: Path) -> str | None:

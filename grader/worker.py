@@ -35,8 +35,12 @@ def _harden(log_path: str) -> None:
 
 
 def serve(conn: Connection, notebook: str, exercise: str, check_ids: list[str],
-          profile_name: str, device: str, seed: int, log_path: str) -> None:
-    """Entry point of the child: load ``notebook`` and run ``check_ids`` in order."""
+          profile_name: str, device: str, seed: int, log_path: str, environ: dict[str, str] | None = None) -> None:
+    """Entry point of the child: load ``notebook`` and run ``check_ids`` in order. ``environ`` is the parent's
+    environment when the child was started (a fork server's children would otherwise inherit the server's)."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     _harden(log_path)
     from coursekit.cache import use_repo_compile_cache
     from coursekit.profile import apply_threads, get_profile

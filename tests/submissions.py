@@ -19,6 +19,8 @@ SOLUTION_04 = ROOT / "solutions" / "04_dynamic_shapes.ipynb"
 EXERCISE_04 = ROOT / "exercises" / "04_dynamic_shapes.ipynb"
 SOLUTION_05 = ROOT / "solutions" / "05_debugging_compile.ipynb"
 EXERCISE_05 = ROOT / "exercises" / "05_debugging_compile.ipynb"
+SOLUTION_06 = ROOT / "solutions" / "06_compile_time.ipynb"
+EXERCISE_06 = ROOT / "exercises" / "06_compile_time.ipynb"
 
 
 def variant(solution: Path, out: Path, edits: dict[str, str]) -> Path:
@@ -181,6 +183,26 @@ WRONG_05: dict[str, tuple[dict[str, str], set[str]]] = {
     ),
 }
 
+WRONG_06: dict[str, tuple[dict[str, str], set[str]]] = {
+    "float learning rate": (
+        {"lr=torch.tensor(lr)": "lr=lr"},
+        # right values, but the scheduler's first new rate recompiles the optimizer step
+        {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
+    ),
+    "the whole model compiled in place": (
+        {"    for block in model.blocks:\n        block.compile(backend=backend)\n": "    model.compile(backend=backend)\n"},
+        # right values and keys, but one graph of every block: no cheaper cold start
+        {"ex06.regional.one_graph", "ex06.regional.other_model", "ex06.regional.compile_time"},
+    ),
+    "blocks wrapped in torch.compile, gradients never cleared": (
+        {"    for block in model.blocks:\n        block.compile(backend=backend)\n":
+         "    for i, block in enumerate(model.blocks):\n        model.blocks[i] = torch.compile(block, backend=backend)\n",
+         "        optimizer.zero_grad(set_to_none=True)\n": ""},
+        # two independent slips: '_orig_mod.' in the state_dict keys; gradients that pile up from step 2
+        {"ex06.regional.values", "ex06.regional.other_model", "ex06.step.values", "ex06.step.other_schedules"},
+    ),
+}
+
 # exercise -> (solution, unmodified exercise, wrong submissions)
 EXERCISES = {
     "ex00": (SOLUTION_00, EXERCISE_00, WRONG_00),
@@ -189,4 +211,5 @@ EXERCISES = {
     "ex03": (SOLUTION_03, EXERCISE_03, WRONG_03),
     "ex04": (SOLUTION_04, EXERCISE_04, WRONG_04),
     "ex05": (SOLUTION_05, EXERCISE_05, WRONG_05),
+    "ex06": (SOLUTION_06, EXERCISE_06, WRONG_06),
 }

@@ -14,7 +14,8 @@ from grader.registry import checks_for
 from submissions import EXERCISES, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
-SPEED_REPEATS = {"ex04": (1,)}  # exercise 4's speed check times compiles: ~25 s a run on CPU
+# exercise 4's speed check times compiles (~25 s a run on CPU), exercise 6's captures (~15 s)
+SPEED_REPEATS = {"ex04": (1,), "ex06": (1, 2)}
 WRONG = [(ex, name) for ex, (_, _, wrong) in EXERCISES.items() for name in wrong]
 
 

@@ -51,7 +51,7 @@ MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN T
 # `python -m grader check` (workshop mode). Check modules are added by discovery (`*_public.py`), and
 # reference modules only where a shipped module imports them.
 PUBLIC_GRADER = ("__init__.py", "__main__.py", "conftest.py", "context.py", "integrity.py", "interface.py",
-                 "loader.py", "notebook.py", "quiet.py", "registry.py", "report.py", "results.py", "runner.py",
+                 "loader.py", "notebook.py", "preload.py", "quiet.py", "registry.py", "report.py", "results.py", "runner.py",
                  "scan.py", "test_submission.py", "worker.py", "workshop.py", "checks/__init__.py",
                  "checks/common.py", "reference/__init__.py")
 

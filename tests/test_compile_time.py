@@ -1,0 +1,71 @@
+"""Lesson 6's helpers and exercise 6's givens: what the lesson measures is what it says it measures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+
+from coursekit.bench06 import markdown_table
+from coursekit.compile_time import COLD_STARTS, compile_model, lr_hygiene
+from coursekit.ex06 import make_batch, make_model, warmup_cosine
+from coursekit.profile import get_profile
+
+
+def test_regional_compile_keeps_keys_and_compiles_one_graph_for_every_block() -> None:
+    model = make_model(0, depth=3)
+    keys = list(model.state_dict())
+    counter = CompileCounterWithBackend("eager")
+    compiled = compile_model(model, "regional", counter)
+    images, _ = make_batch(0)
+    compiled(images).sum().backward()
+    assert compiled is model and list(model.state_dict()) == keys
+    assert counter.frame_count == 1
+
+
+def test_whole_model_compile_is_one_graph_of_every_block() -> None:
+    counter = CompileCounterWithBackend("eager")
+    compile_model(make_model(0, depth=3), "whole", counter)(make_batch(0)[0])
+    linears = sum(1 for n in counter.graphs[0].graph.nodes if "linear" in str(n.target))
+    assert counter.frame_count == 1 and linears == 3 * 4 + 1  # four per block and the head
+
+
+def test_a_float_learning_rate_recompiles_and_a_tensor_one_does_not() -> None:
+    profile = get_profile()
+    float_run = lr_hygiene(profile, "float", steps=4, backend="eager")
+    tensor_run = lr_hygiene(profile, "tensor", steps=4, backend="eager")
+    assert float_run.graphs[-1] > float_run.graphs[0] == 1
+    assert tensor_run.graphs == [1, 1, 1, 1]
+    assert tensor_run.lrs == pytest.approx(float_run.lrs)
+    assert len(set(tensor_run.lrs)) == 3  # warm-up, the peak held for a step, then the decay
+
+
+def test_fail_on_recompile_stops_the_float_loop_only() -> None:
+    profile = get_profile()
+    with pytest.raises(RuntimeError, match="fail_on_recompile"):
+        lr_hygiene(profile, "float", steps=3, backend="eager", fail_on_recompile_after=1)
+    assert lr_hygiene(profile, "tensor", steps=3, backend="eager", fail_on_recompile_after=1).graphs == [1, 1, 1]
+
+
+def test_warmup_cosine_warms_up_then_decays_to_zero() -> None:
+    factor = warmup_cosine(warmup=3, steps=10)
+    assert [factor(s) for s in range(3)] == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert factor(3) == pytest.approx(1.0) and factor(10) == pytest.approx(0.0, abs=1e-12)
+    assert all(factor(s) >= factor(s + 1) for s in range(3, 10))
+    assert factor(6) == pytest.approx(0.5 * (1 + math.cos(math.pi * 3 / 7)))
+
+
+def test_bench_markdown_names_the_device_and_every_measurement() -> None:
+    run = {"first_step_s": 12.0, "second_step_s": 0.01, "fx_graph_hits": 0, "fx_graph_misses": 2, "aot_hits": 0}
+    doc = {"device": "cpu", "device_name": "cpu", "torch": torch.__version__, "created": "now",
+           "host": {"processor": "Test CPU", "cpu_count": 2}, "profile": {"name": "smoke"},
+           "model": {"depth": 8, "dim": 32, "heads": 2}, "cold_starts": {name: run for name in COLD_STARTS},
+           "capture": {"backend": "aot_eager", "depths": [2, 4], "whole": [1.0, 2.0], "regional": [0.5, 0.5]},
+           "recompile": {"float": {"graphs": [1, 2], "step_s": [8.0, 7.0]},
+                         "tensor": {"graphs": [1, 1], "step_s": [8.0, 0.001]}}}
+    text = markdown_table(doc)
+    assert "Test CPU" in text and "smoke" in text and torch.__version__ in text
+    assert all(name in text for name in COLD_STARTS) and "| 4 | 2.00 | 0.50 | 4.0x |" in text
+    assert "| float | [1, 2] | 8, 7 | 15.0 |" in text
