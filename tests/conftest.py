@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -35,3 +36,18 @@ def grade(profile):
         return {r.id: r for r in result.results}
 
     return run
+
+
+def _expected_cost(item: pytest.Item) -> tuple[int, int]:
+    """Lessons run top to bottom first (later lessons measure more: the last one first), then other slow tests,
+    then the rest."""
+    lesson = re.search(r"\[notebooks/(\d+)_", item.nodeid)
+    if lesson and "test_executes_top_to_bottom" in item.nodeid:
+        return 0, -int(lesson.group(1))
+    return (1 if item.get_closest_marker("slow") else 2), 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest tests first (a stable sort): pytest-xdist hands tests out in this order, so its processes end
+    together instead of one running a lesson notebook while the other waits."""
+    items.sort(key=_expected_cost)
