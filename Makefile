@@ -21,7 +21,7 @@ TEST_JOBS ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
-.PHONY: help setup test test-fast lab grade exercises check-exercises bench clean \
+.PHONY: help setup test test-fast lab grade exercises fixtures check-exercises bench clean \
 	release collect autograde feedback export calibrate warm-cache check batch
 
 help:  ## list the targets
@@ -49,6 +49,9 @@ grade:  ## grade exercises/ (or SUBMISSION=path) and print the score table
 exercises:  ## regenerate exercises/ from solutions/ with nbgrader
 	$(BIN)/python tools/make_exercises.py
 
+fixtures:  ## recompute the public checks' stored expected values (grader/exercises/exNN/fixtures.safetensors)
+	$(BIN)/python tools/make_fixtures.py
+
 check-exercises:  ## fail if exercises/ drifted from solutions/
 	$(BIN)/python tools/make_exercises.py --check
 
@@ -61,8 +64,8 @@ release:  ## nbgrader release folder + learner kit zip in $(COURSE)/ (WARM=1 shi
 collect:  ## copy SUBMISSIONS=dir (dir/<student>/NN_*.ipynb) into $(COURSE)/submitted/
 	$(BIN)/python tools/classroom.py --course $(COURSE) collect $(SUBMISSIONS)
 
-autograde:  ## nbgrader autograde, hidden checks put back (JOBS=n at once, FORCE=1, ASSIGNMENT=ex02)
-	$(BIN)/python tools/classroom.py --course $(COURSE) autograde --jobs $(JOBS) $(if $(FORCE),--force) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
+autograde:  ## grade submissions into nbgrader's gradebook with the isolated grader (JOBS=n, FORCE=1, ASSIGNMENT=ex02, UNSANDBOXED=1)
+	$(BIN)/python tools/classroom.py --course $(COURSE) autograde --jobs $(JOBS) $(if $(FORCE),--force) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(UNSANDBOXED),--unsandboxed)
 
 feedback:  ## per-student HTML feedback in $(COURSE)/feedback/
 	$(BIN)/python tools/classroom.py --course $(COURSE) feedback
@@ -80,7 +83,7 @@ check:  ## workshop mode: check exercise EX=01 quickly (FULL=1 adds speed) + a p
 	$(BIN)/python -m grader check $(EX) $(if $(FULL),--full)
 
 batch:  ## grade every submission in BATCH=dir (default $(COURSE)/submitted) into BATCH_OUT, resumably
-	$(BIN)/python -m grader batch $(BATCH) --out $(BATCH_OUT) --engine $(ENGINE) $(if $(WORKERS),--workers $(WORKERS)) $(if $(FORCE),--force)
+	$(BIN)/python -m grader batch $(BATCH) --out $(BATCH_OUT) --engine $(ENGINE) $(if $(WORKERS),--workers $(WORKERS)) $(if $(FORCE),--force) $(if $(UNSANDBOXED),--unsandboxed)
 
 clean:  ## remove caches, traces and reports (keeps .venv)
 	rm -rf .cache runs reports .pytest_cache

@@ -48,7 +48,8 @@ from grader.interface import NOTEBOOKS, exercise_for
 from grader.registry import checks_for, get
 from grader.report import build_report
 from grader.results import CheckResult
-from grader.runner import CHECK_TIMEOUT_S, NOTEBOOK_BUDGET_S, NotebookGrade, grade_notebook
+from grader.runner import (CHECK_TIMEOUT_S, NOTEBOOK_BUDGET_S, NotebookGrade, SandboxRequired, grade_notebook,
+                           sandbox_report)
 
 SUMMARY_FIELDS = ["student", "exercise", "check", "kind", "points", "max_points", "passed", "measured", "required",
                   "message"]
@@ -101,7 +102,7 @@ def is_done(job: Job, ids: list[str]) -> bool:
 
 def grade_job(student: str, exercise: str, notebook: str, content: bytes, check_ids: list[str], seed: int,
               restore_from: str | None, check_timeout_s: float | None, budget_s: float | None,
-              profile_name: str | None = None, device: str | None = None) -> dict:
+              profile_name: str | None = None, device: str | None = None, sandbox_policy: str = "require") -> dict:
     """Grade one submission here (a local slot or a Ray task) and return its report."""
     import nbformat
 
@@ -124,8 +125,9 @@ def grade_job(student: str, exercise: str, notebook: str, content: bytes, check_
                 notes = restore_locked_cells(nb, nbformat.read(released, as_version=4))
                 if notes:
                     nbformat.write(nb, path)
-        grade = grade_notebook(path, exercise, profile, ctx.secret_seed, check_ids=check_ids,
-                               check_timeout_s=check_timeout_s, budget_s=budget_s, progress=False)
+        grade = grade_notebook(path, exercise, profile, ctx.secret_seed, check_ids=check_ids, ctx=ctx,
+                               check_timeout_s=check_timeout_s, budget_s=budget_s, progress=False,
+                               sandbox_policy=sandbox_policy)
     grade.notebook = notebook
     report = build_report([grade], profile, ctx.describe_thresholds())
     report.update(student=student, exercise=exercise, submission=notebook,
@@ -259,9 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("local", "ray"), default="local")
     parser.add_argument("--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local one)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--unsandboxed", action="store_true", help="grade without the sandbox, on a machine that "
+                        "has none (every report says so); learner code then runs with your rights")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
         parser.error(f"{args.folder} is not a folder")
+    policy = "off" if args.unsandboxed else "require"
+    try:
+        sandbox_report(policy)
+    except SandboxRequired as exc:
+        parser.exit(2, f"grader batch: {exc}\n")
 
     profile = get_profile()
     cuda = profile.device_class == "cuda"
@@ -292,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     def make_args(job: Job) -> tuple:
         return (job.student, job.exercise, str(job.notebook), job.notebook.read_bytes(), ids_for[job.exercise],
                 seed, restore, check_timeout, budget, os.environ.get("COURSEKIT_PROFILE"),
-                os.environ.get("COURSEKIT_DEVICE"))
+                os.environ.get("COURSEKIT_DEVICE"), policy)
 
     bar = tqdm(total=len(todo), unit="sub", desc="grading", disable=args.no_progress)
     started = time.monotonic()

@@ -1,27 +1,33 @@
 """nbgrader preprocessors for ``make autograde`` (named in the course's ``nbgrader_config.py``).
 
-They run in autograde's *sanitize* step, around nbgrader's own ``OverwriteCells``
-(which puts back the hidden tests and the text of edited check cells):
+nbgrader keeps what it is good at (release, collect, the gradebook, feedback, export); the grade itself comes
+from the same isolated runner as ``python -m grader``. The submitted notebook is never executed:
 
-* ``RestoreLockedCells`` (before it): every locked cell of the released notebook
-  that the learner deleted is put back, every edited one is reset, and a notes cell
-  at the top of the graded notebook says what was repaired;
-* ``DefinitionsOnly`` (after it): the learner's own cells keep only their
-  definitions, as ``python -m grader`` and ``grader batch`` run them, so demo
-  cells cannot hang or slow grading and all three grade the same code.
+* ``RestoreLockedCells`` (sanitize step, before nbgrader's ``OverwriteCells``): every locked cell of the
+  released notebook that the learner deleted is put back, every edited one is reset, and a notes cell at the
+  top of the graded notebook says what was repaired;
+* ``IsolatedGrade`` (autograde step, in place of nbgrader's ``Execute``): the judge grades the notebook's
+  definitions in a sandboxed worker (``grader.runner.grade_notebook``) and writes each check's verdict into its
+  check cell as output: the record ``make feedback`` reads, the text a learner sees, and an error output for a
+  failed check, which is how nbgrader's ``SaveAutoGrades`` gives that cell zero. No learner code runs in a
+  kernel, so redefining ``run_check``, ``print`` or ``AssertionError`` in a cell changes nothing.
 
 Instructor-side only: nothing here ships in the learner kit.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import nbformat
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.restore import add_notes_cell, keep_definitions, restore_locked_cells
+from grader.restore import add_notes_cell, read_notes, restore_locked_cells
+
+UNSANDBOXED_ENV = "GRADER_UNSANDBOXED"  # set by `tools/classroom.py autograde --unsandboxed`
 
 
 def _released(preprocessor: NbGraderPreprocessor, resources: dict) -> Path:
@@ -46,11 +52,64 @@ class RestoreLockedCells(NbGraderPreprocessor):
         return nb, resources
 
 
-class DefinitionsOnly(NbGraderPreprocessor):
-    """Run only the definitions of the cells a learner may edit."""
+def check_id(cell) -> str | None:
+    """The check a grade cell stands for (its nbgrader grade id, with dots)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    if cell.get("cell_type") != "code" or not meta.get("grade"):
+        return None
+    return str(meta.get("grade_id", "")).replace("-", ".")
+
+
+def verdict_outputs(result, check, ctx) -> list:
+    """A check cell's outputs for ``result``: the text and structured record, and an error when it failed."""
+    from grader.notebook import RESULT_MIME, describe
+
+    text, record = describe(result, check, ctx)
+    outputs = [nbformat.v4.new_output("display_data", data={"text/plain": text, RESULT_MIME: record})]
+    if not result.passed:
+        outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=result.message,
+                                              traceback=[f"AssertionError: {result.message}"]))
+    return outputs
+
+
+class IsolatedGrade(NbGraderPreprocessor):
+    """Grade the notebook with the isolated runner and write every check's verdict into its cell."""
 
     def preprocess(self, nb, resources):
-        changed = keep_definitions(nb)
-        if changed:
-            self.log.info("kept only the definitions of %d learner cell(s)", changed)
+        from coursekit.cache import use_repo_compile_cache
+        from coursekit.profile import get_profile
+        from grader.context import Context
+        from grader.interface import exercise_for
+        from grader.registry import get
+        from grader.runner import grade_notebook
+
+        use_repo_compile_cache()
+        name = f"{resources['nbgrader']['notebook']}.ipynb"
+        exercise = exercise_for(Path(name))
+        ids = [cid for cid in (check_id(c) for c in nb.cells) if cid]
+        if exercise is None or not ids:
+            self.log.warning("%s: not an exercise notebook with checks; nothing graded", name)
+            return nb, resources
+        profile = get_profile()
+        ctx = Context.create(profile)
+        with tempfile.TemporaryDirectory(prefix="autograde-") as tmp:
+            path = Path(tmp) / name
+            nbformat.write(nb, path)
+            grade = grade_notebook(path, exercise, profile, ctx.secret_seed, check_ids=ids, ctx=ctx, progress=False,
+                                   sandbox_policy="off" if os.environ.get(UNSANDBOXED_ENV) else "require",
+                                   check_timeout_s=float(os.environ.get("GRADER_CHECK_TIMEOUT") or 0) or None)
+        results = {r.id: r for r in grade.results}
+        for cell in nb.cells:
+            cid = check_id(cell)
+            if cid in results:
+                cell.outputs = verdict_outputs(results[cid], get(cid), ctx)
+                cell.execution_count = None
+        notes = [*read_notes(nb)]
+        if grade.sandbox.startswith("NO SANDBOX"):
+            notes.append(grade.sandbox)
+        notes += [f"flagged for review: {f['message']}" for f in grade.flags if f.get("kind") == "protocol"]
+        notes += [f"note: {p}" for p in grade.problems[:20]]
+        if notes != read_notes(nb):
+            add_notes_cell(nb, notes)
+        self.log.info("%s: %g / %g points (%s)", name, grade.score, grade.max_score, grade.sandbox)
         return nb, resources

@@ -1,18 +1,20 @@
-"""The nbgrader front end: run a registered check on a notebook's own globals.
+"""Checks inside a notebook, for the learner's own feedback: ``run_check("<id>", globals())``.
 
-Each autograde cell in ``solutions/`` calls ``run_check("<id>", globals())``;
-nbgrader gives the cell's points when it runs without error.  The check is
-the same function ``python -m grader`` and pytest run.
+Each check cell in an exercise calls ``run_check``. It runs the same check function the grader runs, with
+the probes in the learner's own kernel (``grader.learner.LocalLearner``): quick feedback, never a grade.
+Grades come from ``python -m grader``, ``grader batch`` and ``make autograde``, which run every check in a
+judge process against a sandboxed worker (``grader.runner``); ``make autograde`` does not execute the
+notebook at all, so redefining ``run_check`` (or anything else) in a cell changes no grade.
 
-Inside a notebook (a learner's kernel, or nbgrader's autograde):
+Inside a notebook:
 
-* warnings go to stdout, never stderr, so they cannot zero a passing cell;
+* warnings go to stdout, never stderr;
 * a check that runs past its time limit (``GRADER_CHECK_TIMEOUT`` seconds, default
-  the grader's per-check timeout) stops with the same message ``python -m grader``
-  gives, and so does one interrupted by nbgrader's cell timeout;
+  the grader's per-check timeout) stops with the same message ``python -m grader`` gives;
 * the outcome is shown as text and also published as structured data
   (``application/vnd.coursekit.check+json``: points, measured vs required, the
-  message, which thresholds) for ``make feedback`` to read back;
+  message, which thresholds); ``make autograde`` writes the same record into each check
+  cell of the graded notebook (``describe``), which ``make feedback`` reads back;
 * a failure raises ``AssertionError`` with the teaching message, from ``run_check``
   itself: the traceback shows the cell and that one line, never a hidden check's code.
 """
@@ -27,26 +29,21 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from grader.context import Context
-from grader.interface import Submission
 from grader.quiet import stderr_to_stdout
-from grader.registry import Check, get
-from grader.results import CheckResult
-from grader.results import run_check as _run
 
 TIMEOUT_ENV = "GRADER_CHECK_TIMEOUT"
 RESULT_MIME = "application/vnd.coursekit.check+json"
 TIMEOUT_MESSAGE = ("this check took longer than {limit:.0f} s: an endless loop, a blocking call, "
                    "or far too slow a solution?")
 
-_CONTEXT: Context | None = None
+_CONTEXT = None
 
 
 class CheckTimeout(BaseException):
     """Raised inside a check that ran out of time (not an ``Exception``, so learner code cannot swallow it)."""
 
 
-def check_timeout_s(ctx: Context) -> float:
+def check_timeout_s(ctx) -> float:
     """Seconds one check may run: ``GRADER_CHECK_TIMEOUT``, else the grader's per-check timeout."""
     env = os.environ.get(TIMEOUT_ENV)
     if env:
@@ -76,7 +73,7 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _profile_threads(ctx: Context) -> Iterator[None]:
+def _profile_threads(ctx) -> Iterator[None]:
     """The profile's CPU thread count while the check runs (as in ``python -m grader``), then the kernel's own."""
     import torch
 
@@ -92,7 +89,7 @@ def _fmt(value: float | None, kind: str) -> str:
     return "-" if value is None else (f"{value:.2f}x" if kind == "speed" else f"{value:g}")
 
 
-def describe(result: CheckResult, check: Check, ctx: Context) -> tuple[str, dict]:
+def describe(result, check, ctx) -> tuple[str, dict]:
     """The text a learner sees, and the structured record ``make feedback`` reads."""
     mark = "PASS" if result.passed else "FAIL"
     lines = [f"[{mark}] {check.id} ({result.points:g}/{result.max_points}): {check.title}"]
@@ -124,6 +121,14 @@ def _publish(text: str, record: dict) -> None:
 def run_check(check_id: str, namespace: dict[str, Any]) -> None:
     """Run ``check_id`` against ``namespace``; show the outcome, raise ``AssertionError`` if it fails."""
     global _CONTEXT
+    from grader.context import Context
+    from grader.interface import exercise_for  # noqa: F401 - the registry needs the contracts
+    from grader.learner import LocalLearner
+    from grader.protocol import ProtocolError
+    from grader.registry import get
+    from grader.results import CheckResult
+    from grader.results import run_check as _run
+
     try:
         check = get(check_id)
     except KeyError:
@@ -135,13 +140,14 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
     try:
         with stderr_to_stdout(), _profile_threads(_CONTEXT):
             with _time_limit(limit):
-                result = _run(check, Submission(check.exercise, namespace), _CONTEXT)
+                result = _run(check, LocalLearner(namespace, check.exercise, _CONTEXT.profile), _CONTEXT)
     except CheckTimeout:
         result = CheckResult.failed(check, TIMEOUT_MESSAGE.format(limit=limit), time.perf_counter() - start)
     except KeyboardInterrupt:
-        result = CheckResult.failed(check, "the check was interrupted (by you, or by the autograder's time limit "
-                                           "for a cell) before it finished: an endless loop or a blocking call?",
-                                    time.perf_counter() - start)
+        result = CheckResult.failed(check, "the check was interrupted (by you) before it finished: an endless loop or "
+                                           "a blocking call?", time.perf_counter() - start)
+    except ProtocolError as exc:  # in the grader this zeroes the submission; here it is feedback
+        result = CheckResult.failed(check, f"the grader would flag this: {exc}", time.perf_counter() - start)
     text, record = describe(result, check, _CONTEXT)
     _publish(text, record)
     if not result.passed:

@@ -1,15 +1,14 @@
 """The one registry of checks: id, exercise, kind, points and visibility.
 
-Checks are plain functions ``fn(sub, ctx)`` that raise ``AssertionError`` with
-a message that teaches what to fix.  They may return a ``Measured`` (speed and
-count checks) so reports can show measured vs required.  The command line,
-pytest and nbgrader's autograde cells all run checks from this registry.
+Checks are plain functions ``fn(learner, ctx)`` that run in the judge, never in the learner's process: they
+ask the learner's code for observations (``learner.ask(probe, ...)``, see ``grader.learner``) and compare
+them with their own reference, raising ``AssertionError`` with a message that teaches what to fix. They may
+return a ``Measured`` (speed and count checks) so reports can show measured vs required. The command line,
+pytest, workshop mode and ``make autograde`` all run checks from this registry, through the same runner.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,7 +24,6 @@ class Measured:
     measured: float | None = None
     required: float | None = None
     detail: str = ""
-    timed_s: float | None = None  # seconds spent in timed regions, checked against the grader's own clock
 
 
 class Shortfall(AssertionError):
@@ -35,11 +33,6 @@ class Shortfall(AssertionError):
         super().__init__(message)
         self.measured = measured
         self.required = required
-
-
-class Unsettled(AssertionError):
-    """A failure after which this process's torch state cannot be trusted (a compile that died half-way):
-    the remaining checks run in a fresh grading process."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +46,7 @@ class Check:
     public: bool
     needs: tuple[str, ...]  # names from the submission the check uses (see grader.interface)
     fn: Callable[[Any, Any], Measured | None]
+    fresh: bool = False  # runs in a new worker with empty compile caches (it times compiling)
 
     @property
     def title(self) -> str:
@@ -63,7 +57,8 @@ class Check:
 CHECKS: dict[str, Check] = {}
 
 
-def check(id: str, *, kind: Kind, points: int, needs: tuple[str, ...] = (), public: bool = False):
+def check(id: str, *, kind: Kind, points: int, needs: tuple[str, ...] = (), public: bool = False,
+          fresh: bool = False):
     """Register a check function under ``id`` (``exNN.subject.aspect``)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}")
@@ -71,7 +66,7 @@ def check(id: str, *, kind: Kind, points: int, needs: tuple[str, ...] = (), publ
     def register(fn: Callable[[Any, Any], Measured | None]) -> Callable[[Any, Any], Measured | None]:
         if id in CHECKS:
             raise ValueError(f"check {id!r} registered twice")
-        CHECKS[id] = Check(id, id.split(".")[0], kind, points, public, needs, fn)
+        CHECKS[id] = Check(id, id.split(".")[0], kind, points, public, needs, fn, fresh)
         return fn
 
     return register
@@ -85,11 +80,12 @@ def in_report_order(ids: tuple[str, ...]) -> None:
 
 
 def load_all() -> dict[str, Check]:
-    """Import every module in ``grader.checks`` so their checks register."""
-    import grader.checks
+    """Import every exercise's public and hidden checks (where this copy of the grader has them)."""
+    from grader.exercises import exercise_ids, part
 
-    for info in pkgutil.iter_modules(grader.checks.__path__):
-        importlib.import_module(f"grader.checks.{info.name}")
+    for exercise in exercise_ids():
+        for name in ("public", "hidden"):
+            part(exercise, name)
     return CHECKS
 
 

@@ -34,8 +34,10 @@ def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used:
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "score": sum(c["points"] for c in checks),
         "max_score": sum(c["max_points"] for c in checks),
+        "sandbox": "; ".join(sorted({g.sandbox for g in grades if g.sandbox})) or "no notebook was graded",
         "notebooks": [{"notebook": g.notebook, "exercise": g.exercise, "score": g.score,
-                       "max_score": g.max_score, "load_problems": g.problems, "flags": g.flags} for g in grades],
+                       "max_score": g.max_score, "load_problems": g.problems, "flags": g.flags,
+                       "sandbox": g.sandbox} for g in grades],
         "checks": checks,
     }
 
@@ -56,11 +58,13 @@ def print_table(report: dict, console: Console | None = None) -> None:
                       _fmt(c["measured"], c["kind"]), _fmt(c["required"], c["kind"]),
                       c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else ""))
     console.print(table)
+    sandbox = report.get("sandbox", "")
+    console.print(f"[bold red]{sandbox}[/]" if sandbox.startswith("NO SANDBOX") else f"[dim]{sandbox}[/]")
     for nb in report["notebooks"]:
         for problem in nb["load_problems"]:
             console.print(f"[yellow]note[/] {Path(nb['notebook']).name}: {problem}")
         for flag in nb.get("flags", []):
-            style = "red" if flag["kind"] == "tamper" else "yellow"
+            style = "red" if flag["kind"] in ("tamper", "protocol") else "yellow"
             console.print(f"[{style}]flagged for review[/] {Path(nb['notebook']).name}: code cell {flag['cell']}, "
                           f"line {flag['line']}: {flag['message']}")
 
@@ -94,6 +98,7 @@ def write_reports(report: dict, json_path: Path) -> list[Path]:
     md = [f"# Grade report: {report['score']:g} / {report['max_score']}", "",
           f"Device: {report['device_name']} ({report['device']}), profile `{report['profile']}`, "
           f"torch {report['torch']}, thresholds: {report['thresholds']}, {report['created']}", "",
+          f"Learner code: {report.get('sandbox', '')}", "",
           "| check | kind | points | result | measured | required | message |",
           "|---|---|---|---|---|---|---|"]
     for c in report["checks"]:

@@ -1,31 +1,19 @@
-"""Repair a submitted notebook before grading: put back locked cells, and keep only definitions.
+"""Repair a submitted notebook before grading: put back the locked cells a learner deleted or edited.
 
-Both the nbgrader autograde hooks (``grader.nbgrader_hooks``) and batch grading
-(``grader.batch``) use these, so the two grade the same code:
-
-* ``restore_locked_cells``: every locked cell of the released notebook (the setup
-  cell, given code, the check cells) that a learner deleted is put back where it
-  was, and one a learner edited is reset to the released text.  Each repair is
-  reported, so the learner is graded and the instructor sees what happened.
-* ``definitions_only``: the learner's own cells keep only their definitions
-  (imports, ``def``, ``class``, UPPER_CASE constants), as ``grader.loader`` runs
-  them: demo cells, training loops and timing experiments never run while
-  grading, so they can neither hang nor slow it.
+Both the nbgrader autograde hooks (``grader.nbgrader_hooks``) and batch grading (``grader.batch``) use it, so
+the two grade the same code: every locked cell of the released notebook (the setup cell, given code, the check
+cells) that a learner deleted is put back where it was, and one a learner edited is reset to the released
+text. Each repair is reported, so the learner is graded and the instructor sees what happened. (Only the
+notebook's definitions are ever run while grading, in a sandboxed worker: see ``grader.loader``.)
 """
 
 from __future__ import annotations
 
-import ast
 import copy
 import uuid
 
-from IPython.core.inputtransformer2 import TransformerManager
-
-from grader.loader import is_definition
-
 NOTES_CELL_ID = "grader-notes"
 NOTES_TITLE = "**Notes from the grader**"
-SKIPPED = "# (not run while grading: only definitions are)"
 
 
 def _nbgrader(cell) -> dict:
@@ -83,48 +71,6 @@ def restore_locked_cells(nb, released) -> list[str]:
     return notes
 
 
-def definitions_only(source: str) -> str:
-    """``source`` with every top-level statement that is not a definition blanked out (line numbers kept).
-
-    A cell that does not parse is returned unchanged (running it reports the error, as the loader does).
-    """
-    transformed = TransformerManager().transform_cell(source)
-    try:
-        tree = ast.parse(transformed)
-    except SyntaxError:
-        return source
-    dropped = [n for n in tree.body if not is_definition(n)]
-    if not dropped:
-        return source
-    lines = transformed.splitlines()
-
-    def span(node: ast.stmt) -> range:
-        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-        return range(first - 1, node.end_lineno or node.lineno)
-
-    kept_lines = {i for n in tree.body if is_definition(n) for i in span(n)}
-    dropped_lines = {i for n in dropped for i in span(n)}
-    if kept_lines & dropped_lines:  # `import x; print(x)` on one line: rebuild from the definitions
-        kept = [n for n in tree.body if is_definition(n)]
-        return SKIPPED + "\n" + ast.unparse(ast.Module(body=kept, type_ignores=[]))
-    firsts = {span(n)[0] for n in dropped}
-    out = [SKIPPED if i in firsts else ("" if i in dropped_lines else line) for i, line in enumerate(lines)]
-    return "\n".join(out)
-
-
-def keep_definitions(nb) -> int:
-    """Apply ``definitions_only`` to every code cell a learner may edit (in place); return how many changed."""
-    changed = 0
-    for cell in nb.cells:
-        if cell.get("cell_type") != "code" or is_locked(cell):
-            continue
-        new = definitions_only(_source(cell))
-        if new != _source(cell):
-            cell["source"] = new
-            changed += 1
-    return changed
-
-
 def add_notes_cell(nb, notes: list[str]) -> None:
     """Put the repairs at the top of the notebook, where the learner's feedback shows them."""
     import nbformat
@@ -134,6 +80,7 @@ def add_notes_cell(nb, notes: list[str]) -> None:
     text = NOTES_TITLE + "\n\n" + "\n".join(f"- {n}" for n in notes)
     cell = nbformat.v4.new_markdown_cell(text)
     cell["id"] = NOTES_CELL_ID
+    nb.cells[:] = [c for c in nb.cells if c.get("id") != NOTES_CELL_ID]  # one notes cell, however often called
     nb.cells.insert(0, cell)
 
 

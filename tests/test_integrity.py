@@ -1,8 +1,12 @@
-"""The adversarial corpus: every trick is caught or contained with the right message, and the rest still grades."""
+"""The adversarial corpus: every trick gains nothing, is contained, and leaves the grader and other files intact."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,52 +14,86 @@ import nbformat
 import psutil
 import pytest
 
-from adversarial import CHEATS
+from adversarial import CHEATS, NAIVE
 from coursekit.profile import get_profile
 from grader.runner import grade_notebook
 from grader.scan import scan_cells
-from submissions import SOLUTION_01, variant
+from submissions import EXERCISE_01, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
 
 
-def _leftover_sleepers() -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        if (p.info.get("cmdline") or [])[:2] == ["sleep", "317"]:
-            found.append(p)
-    return found
+def _sandboxed_descendants() -> list[psutil.Process]:
+    """Processes started by learner code (they carry the sandbox's seccomp filter) still alive under this process."""
+    from grader.containment import _sandboxed
+
+    return [p for p in psutil.Process().children(recursive=True) if _sandboxed(p.pid)]
+
+
+def _digest(rel: str) -> str | None:
+    path = ROOT / rel
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def build(name: str, out: Path) -> Path:
+    attack = CHEATS[name]
+    base = EXERCISE_01 if attack.base == "exercise" else SOLUTION_01
+    return variant(base, out, attack.edits, append=attack.cells)
 
 
 @pytest.mark.parametrize("name", list(CHEATS))
-def test_cheat_is_caught_or_contained(tmp_path: Path, name: str) -> None:
-    edits, expected = CHEATS[name]
-    notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, edits)
-    grade = grade_notebook(notebook, "ex01", get_profile(), 99, check_ids=list(expected), check_timeout_s=12,
-                           memory_limit_bytes=int(1.5 * 1024**3), progress=False)
+def test_cheat_gains_nothing(tmp_path: Path, name: str) -> None:
+    attack = CHEATS[name]
+    before = {rel: _digest(rel) for rel in attack.untouched}
+    notebook = build(name, tmp_path / SOLUTION_01.name)
+    grade = grade_notebook(notebook, "ex01", get_profile(), 99, check_ids=list(attack.expect), check_timeout_s=15,
+                           memory_limit_bytes=int(2 * 1024**3), progress=False)
     results = {r.id: r for r in grade.results}
-    for cid, want in expected.items():
+    for cid, want in attack.expect.items():
         r = results[cid]
         if want == "pass":
             assert r.passed, f"{name}: {cid} should still pass, got: {r.message}"
         else:
             assert not r.passed and r.points == 0, f"{name}: {cid} should fail, but passed: {r.message}"
-            assert want in r.message, f"{name}: {cid} message should mention {want!r}: {r.message}"
+            if want != "fail":
+                assert want in r.message, f"{name}: {cid} message should mention {want!r}: {r.message}"
+    messages = " ".join(r.message for r in grade.results) + " ".join(grade.problems)
+    for secret in attack.forbidden:
+        assert secret not in messages, f"{name}: the report leaks {secret!r}: {messages[:1000]}"
+    protocol = [f for f in grade.flags if f["kind"] == "protocol"]
+    assert bool(protocol) == attack.flagged, f"{name}: protocol flags {protocol}"
+    if attack.flagged:
+        assert all("grading protocol was broken" in r.message for r in grade.results)
+    for rel, digest in before.items():
+        assert _digest(rel) == digest, f"{name}: {rel} changed"
+    for rel in attack.absent:
+        assert not (ROOT / rel).exists(), f"{name}: {rel} was written"
+    if attack.problem:
+        assert any(attack.problem in p for p in grade.problems), f"{name}: load problems {grade.problems}"
     deadline = time.monotonic() + 10
-    while _leftover_sleepers() and time.monotonic() < deadline:
+    while _sandboxed_descendants() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not _leftover_sleepers(), "processes started by the submission outlived its grading"
+    assert not _sandboxed_descendants(), "processes started by the submission outlived its grading"
 
 
-def test_static_scan_flags_the_tricks() -> None:
-    cells = ["import gc\nimport coursekit.timing as T\nfrom grader.reference.ex01 import smoothed_ce",
-             "def f():\n    T._clock = lambda: 0\n    open('grader/reference/ex01.py')\n    torch.cuda.Stream()"]
-    flags = scan_cells(cells)
-    messages = " | ".join(str(f) for f in flags)
+def test_the_sandbox_is_on_here() -> None:
+    """CI's machine has Landlock and seccomp: every attack above ran sandboxed, not merely contained."""
+    from grader.runner import sandbox_report
+
+    report = sandbox_report("require")
+    assert report.active and report.landlock_abi >= 1, report.describe()
+
+
+def test_static_scan_flags_the_tricks_for_review() -> None:
+    cells = ["import gc\nimport coursekit.timing as T\nfrom grader.exercises.ex01.reference import smoothed_ce",
+             "def f():\n    T._clock = lambda: 0\n    open('grader/exercises/ex01/hidden.py')\n    torch.cuda.Stream()"]
+    messages = " | ".join(str(f) for f in scan_cells(cells))
     for expected in ("imports gc", "grader's internals", "monkeypatches T._clock", "'grader/'", "side stream"):
         assert expected in messages, messages
-    assert not scan_cells(nbformat.read(SOLUTION_01, as_version=4) and
-                          [c.source for c in nbformat.read(SOLUTION_01, as_version=4).cells if c.cell_type == "code"])
+    solution = [c.source for c in nbformat.read(SOLUTION_01, as_version=4).cells if c.cell_type == "code"]
+    assert not scan_cells(solution)
+    pathological = ["x = " + "(" * 200_000 + ")" * 200_000, "y = " + "+".join(["a"] * 200_000)]
+    assert isinstance(scan_cells(pathological), list)  # the judge scans hostile source without falling over
 
 
 @pytest.mark.parametrize("case", ["no code cells", "huge outputs", "binary garbage"])
@@ -82,22 +120,45 @@ def test_bad_notebooks_get_clear_zeros(tmp_path: Path, case: str) -> None:
             assert not r.passed and want in r.message, r.message
 
 
+def _cli(path: Path, report: Path, only: str, env: dict | None = None) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "grader", str(path), "--report", str(report), "--no-progress",
+                           "--only", only], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(report.read_text())
+
+
 def test_a_cheat_does_not_stop_the_next_submission(tmp_path: Path) -> None:
-    """Grade a crashing submission, then the solution, in one CLI run over a folder of both."""
-    import subprocess
-    import sys
-
-    from submissions import ROOT
-
+    """Grade a crashing submission, then the solution, in one CLI run each: the second is unaffected."""
     crash = variant(SOLUTION_01, tmp_path / "crash" / SOLUTION_01.name,
                     {"    optimizer.zero_grad(set_to_none=True)": "    import os\n    os._exit(9)"})
     for path in (crash, SOLUTION_01):
-        report = tmp_path / f"{path.parent.name}.json"
-        proc = subprocess.run([sys.executable, "-m", "grader", str(path), "--report", str(report), "--no-progress",
-                               "--only", "ex01.smoothed_ce.values,ex01.train_step.update"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr
-        data = json.loads(report.read_text())
+        data = _cli(path, tmp_path / f"{path.parent.name}.json", "ex01.smoothed_ce.values,ex01.train_step.update")
         scores = {c["id"]: c["passed"] for c in data["checks"]}
         assert scores["ex01.smoothed_ce.values"]
         assert scores["ex01.train_step.update"] == (path == SOLUTION_01)
+
+
+def test_the_secret_seed_never_reaches_learner_code(tmp_path: Path) -> None:
+    """The judge starts with GRADER_SECRET_SEED in its environment; learner code reads every environment it can
+    reach (its own, its ancestors') and raises with what it found: the seed is not among it."""
+    leak = ("import os\n\nclass SmoothedCE:\n    def __init__(self, *a, **k):\n        seen = []\n"
+            "        for pid in ['self', os.getppid(), os.getpgid(0)] + [int(p) for p in os.listdir('/proc') "
+            "if p.isdigit()]:\n"
+            "            try:\n                seen.append(open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace'))\n"
+            "            except OSError:\n                pass\n"
+            "        raise RuntimeError(' '.join(seen) + ' ' + ' '.join(f'{k}={v}' for k, v in os.environ.items()))\n")
+    notebook = variant(EXERCISE_01, tmp_path / SOLUTION_01.name, {}, append=(leak,))
+    data = _cli(notebook, tmp_path / "leak.json", "ex01.smoothed_ce.values", env={"GRADER_SECRET_SEED": "86420975"})
+    text = json.dumps(data)
+    assert "86420975" not in text and "GRADER_SECRET_SEED" not in text
+    assert not data["checks"][0]["passed"]
+
+
+def test_the_naive_loss_fails_the_speed_checks(tmp_path: Path) -> None:
+    """The baseline submitted as the answer measures about 1x: the honest control for the speed attacks above."""
+    from adversarial import NAIVE_CELL
+
+    notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, NAIVE, append=(NAIVE_CELL,))
+    grade = grade_notebook(notebook, "ex01", get_profile(), 5, check_ids=["ex01.smoothed_ce.speed"], progress=False)
+    assert not grade.results[0].passed and 0.5 < grade.results[0].measured < 2.0, grade.results[0].message

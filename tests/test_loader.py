@@ -8,7 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.interface import Submission
+from grader.interface import contract
+from grader.learner import explain
 from grader.loader import NotebookError, load_cells, load_notebook
 
 
@@ -31,9 +32,10 @@ def test_one_broken_cell_costs_only_its_names() -> None:
 
 
 def test_missing_name_message_names_the_contract_and_the_load_problems() -> None:
-    sub = Submission("ex01", {}, ["code cell 4 has a syntax error on line 2: invalid syntax"])
+    failure = explain({"kind": "missing", "name": "SmoothedCE"}, contract("ex01", "SmoothedCE"),
+                      ["code cell 4 has a syntax error on line 2: invalid syntax"], "ex01.loss")
     with pytest.raises(AssertionError, match=r"(?s)`SmoothedCE` is not defined.*class SmoothedCE.*code cell 4"):
-        sub.get("SmoothedCE")
+        raise failure
 
 
 @pytest.mark.parametrize("content, reason", [

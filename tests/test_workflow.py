@@ -28,7 +28,7 @@ from submissions import ROOT
 # timing: the workflow calibrates and grades speed checks, so it runs in `make test`'s serial pass
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 CHECK_TIMEOUT = 40
-LEARNERS = class_of_ex02()
+LEARNERS: dict = {}  # filled by the flow fixture: the class depends on where its course folder is
 RAY_CHECKS = ("ex02.scorer.outputs", "ex02.scorer.statistic", "ex02.scorer.no_breaks")
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
@@ -65,6 +65,7 @@ def flow(tmp_path_factory, profile) -> dict:
     calibrating = _start(py + ["-m", "grader", "calibrate", "--runs", "2", "--only", "ex02.scorer.speed", "--out",
                                str(root / "calibration"), "--no-progress"], env, root / "calibrate.log")
     out["release"] = _run(make + ["release"], env)
+    LEARNERS.update(class_of_ex02(out["course"]))
     write_class(root / "submissions", LEARNERS)
     _run(make + ["collect", f"SUBMISSIONS={root / 'submissions'}"], env)
     out["calibrate"] = _wait(calibrating)
@@ -111,8 +112,8 @@ def _leak_probes() -> tuple[set[str], dict[str, set[str]]]:
     """Solution lines and hidden-check code lines that occur in no public file of the repository."""
     public_files = [*(ROOT / "coursekit").glob("*.py"), *(ROOT / "notebooks").glob("*.ipynb"),
                     *(ROOT / "exercises").glob("*.ipynb"), *(ROOT / "grader").glob("*.py"),
-                    *(ROOT / "grader" / "reference").glob("*.py"), *(ROOT / "grader" / "checks").glob("*_public.py"),
-                    ROOT / "grader" / "checks" / "common.py"]
+                    *(p for name in ("contract", "probes", "public") for p in (ROOT / "grader" / "exercises").glob(
+                        f"ex*/{name}.py"))]
     public = "\n".join(p.read_text() for p in public_files)
 
     def unseen(line: str) -> bool:
@@ -160,12 +161,15 @@ def test_release_has_nbgrader_folders_and_a_kit_without_solutions_or_hidden_chec
         zf.extractall(tmp_path)
     kit = tmp_path / "tcip-learner-kit"
     names = {str(p.relative_to(kit)) for p in kit.rglob("*") if p.is_file()}
-    assert {"grader/notebook.py", "grader/checks/ex01_public.py", "grader/checks/ex02_public.py",
+    assert {"grader/notebook.py", "grader/exercises/ex01/public.py", "grader/exercises/ex02/public.py",
+            "grader/exercises/ex02/probes.py", "grader/exercises/ex01/fixtures.safetensors", "grader/sandbox.py",
             "exercises/02_graph_breaks.ipynb", "notebooks/01_cross_entropy_ladder.ipynb", "requirements.txt",
             "Makefile", "README.md", "coursekit/ex02.py"} <= names
-    for forbidden in ("grader/checks/ex01.py", "grader/checks/ex02.py", "grader/thresholds.toml",
-                      "grader/batch.py", "grader/nbgrader_hooks.py"):
+    for forbidden in ("grader/exercises/ex01/hidden.py", "grader/exercises/ex01/reference.py",
+                      "grader/exercises/ex03/reference.py", "grader/thresholds.toml", "grader/batch.py",
+                      "grader/nbgrader_hooks.py"):
         assert forbidden not in names
+    assert not any(n.endswith(("/hidden.py", "/reference.py")) for n in names)
     assert not any(n.startswith(("solutions/", "tests/", "tools/", "grader/calibration")) for n in names)
     _assert_no_leaks(_texts(kit), "kit")
 
@@ -175,8 +179,7 @@ def test_the_unpacked_kit_runs_its_public_checks_in_workshop_mode(flow, tmp_path
         zf.extractall(tmp_path)
     kit = tmp_path / "tcip-learner-kit"
     probe = _run([sys.executable, "-c", "import grader.registry as r; print(sorted(r.load_all()))"], flow["env"], kit)
-    shipped = {cid for cid, c in load_all().items()
-               if c.public and (ROOT / "grader" / "checks" / f"{c.exercise}_public.py").is_file()}
+    shipped = {cid for cid, c in load_all().items() if c.public}
     assert eval(probe.stdout) == sorted(shipped)  # noqa: S307 - our own printed list
     nbformat.write(LEARNERS["alice"][0], kit / "exercises" / "02_graph_breaks.ipynb")
     proc = _run([sys.executable, "-m", "grader", "check", "02", "--no-progress"], flow["env"], kit)
@@ -203,6 +206,11 @@ def test_calibration_writes_a_file_for_this_device_that_grading_then_uses(flow, 
 
 
 def test_autograde_puts_each_checks_points_in_the_gradebook(flow) -> None:
+    """Every learner gets their own points, mallory (who tries to vandalise the class and redefines run_check)
+    none, and every classmate's submission survived her."""
+    for learner in LEARNERS:
+        assert (flow["course"] / "submitted" / learner / "ex02" / "02_graph_breaks.ipynb").is_file(), learner
+        assert (flow["root"] / "submissions" / learner / "02_graph_breaks.ipynb").is_file(), learner
     scores = _gradebook(flow["course"])
     for learner, (_, expected, _) in LEARNERS.items():
         assert scores[learner] == {cid: float(p) for cid, p in expected.items()}, learner
@@ -210,7 +218,10 @@ def test_autograde_puts_each_checks_points_in_the_gradebook(flow) -> None:
     notes = dave.cells[0].source
     for phrase in LEARNERS["dave"][2]:
         assert phrase in notes, notes
-    assert "while True" not in "".join(c.source for c in dave.cells)  # the hanging demo cell never ran
+    # nothing was executed: the hanging demo cell is there, without output, and every check cell has a verdict
+    demo = next(c for c in dave.cells if "while True" in c.source)
+    assert not demo.get("outputs")
+    assert all(c.outputs for c in dave.cells if c.metadata.get("nbgrader", {}).get("grade"))
 
 
 def test_feedback_shows_results_measured_vs_required_and_messages_without_hidden_code(flow) -> None:
@@ -251,7 +262,7 @@ def test_batch_grading_gives_the_autograde_scores_and_resumes(flow) -> None:
     assert len(rows) == len(LEARNERS) * len(EX02_POINTS)
     again = _run([sys.executable, "-m", "grader", "batch", str(flow["course"] / "submitted"), "--out",
                   str(flow["batch"]), "--no-progress"], flow["env"], timeout=120)
-    assert "5 already graded, grading 0" in again.stdout, again.stdout
+    assert f"{len(LEARNERS)} already graded, grading 0" in again.stdout, again.stdout
 
 
 def test_batch_on_ray_gives_the_same_scores(flow) -> None:

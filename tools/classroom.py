@@ -11,12 +11,15 @@ directory; ``course/nbgrader_config.py`` is written on first use and is yours to
 afterwards.  The gradebook is SQLite (``course/gradebook.db``) unless ``GRADEBOOK_URL``
 (any SQLAlchemy URL) or the config file says otherwise.
 
-The learner kit is built from an explicit allow-list: ``coursekit/``, the public grader
-modules (``grader/checks/*_public.py`` and only what they import), the released
-exercises, the lessons and the requirements.  Solutions, hidden checks, their
-references, thresholds, calibration files and instructor tools never ship, and the
-kit is scanned for solution code, hidden-test markers and hidden check code before
-it is zipped.
+The learner kit is built from an explicit allow-list: ``coursekit/``, the grader's public
+modules (each exercise's contract, probes, public checks and stored fixtures), the released
+exercises, the lessons and the requirements. Solutions, hidden checks, reference
+implementations, thresholds, calibration files and instructor tools never ship, and the kit
+is scanned before it is zipped: for solution code, hidden-test markers, hidden check code,
+and any module that defines an exercise's interface names or a reference function.
+
+``autograde`` grades through the same isolated runner as ``python -m grader`` (the notebooks
+are never executed) and refuses to run without the sandbox unless ``--unsandboxed`` is given.
 """
 
 from __future__ import annotations
@@ -48,21 +51,24 @@ COURSE_ID = "tcip"
 RESULT_MIME = "application/vnd.coursekit.check+json"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
 # Grader modules a learner needs to run the public checks in a notebook, `python -m grader` and
-# `python -m grader check` (workshop mode). Check modules are added by discovery (`*_public.py`), and
-# reference modules only where a shipped module imports them.
-PUBLIC_GRADER = ("__init__.py", "__main__.py", "conftest.py", "context.py", "integrity.py", "interface.py",
-                 "loader.py", "notebook.py", "preload.py", "quiet.py", "registry.py", "report.py", "results.py", "runner.py",
-                 "scan.py", "test_submission.py", "worker.py", "workshop.py", "checks/__init__.py",
-                 "checks/common.py", "reference/__init__.py")
+# `python -m grader check` (workshop mode). Each exercise's public parts are added by discovery.
+PUBLIC_GRADER = ("__init__.py", "__main__.py", "conftest.py", "containment.py", "context.py", "interface.py",
+                 "judging.py", "learner.py", "loader.py", "machine_lock.py", "notebook.py", "preload.py", "probing.py",
+                 "protocol.py", "quiet.py", "registry.py", "report.py", "results.py", "runner.py", "sandbox.py",
+                 "scan.py", "test_submission.py", "worker.py", "workshop.py", "exercises/__init__.py")
+PUBLIC_EXERCISE_PARTS = ("__init__.py", "contract.py", "probes.py", "public.py", "fixtures.safetensors")
+INSTRUCTOR_ONLY = ("hidden.py", "reference.py")
 
 CONFIG = '''\
 # The nbgrader configuration of this course directory, written by tools/classroom.py on first use.
 # Edit freely: it is not rewritten while it exists.
 import os
 
-from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteCells, OverwriteKernelspec
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern,
+                                    LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
-from grader.nbgrader_hooks import DefinitionsOnly, RestoreLockedCells
+from grader.nbgrader_hooks import IsolatedGrade, RestoreLockedCells
 
 c = get_config()  # noqa: F821 - provided by traitlets
 here = os.path.dirname(os.path.abspath(__file__))
@@ -71,13 +77,15 @@ c.CourseDirectory.course_id = "{course_id}"
 # The gradebook: SQLite beside this file unless GRADEBOOK_URL names another SQLAlchemy URL
 # (postgresql://user@host/db, mysql+pymysql://...).
 c.CourseDirectory.db_url = os.environ.get("GRADEBOOK_URL") or "sqlite:///" + os.path.join(here, "gradebook.db")
-# Each check stops itself after GRADER_CHECK_TIMEOUT seconds (grader.notebook); this is the backstop per cell.
-c.Execute.timeout = int(os.environ.get("AUTOGRADE_CELL_TIMEOUT", "900"))
 c.OverwriteCells.add_missing_cells = True
-# Put back deleted locked cells and reset edited ones (reported in a notes cell), then keep only the
-# definitions of the learner's own cells, as `python -m grader` runs them.
+# Put back deleted locked cells and reset edited ones (reported in a notes cell).
 c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreLockedCells,
-                                      OverwriteCells, DefinitionsOnly, CheckCellMetadata]
+                                      OverwriteCells, CheckCellMetadata]
+# The grade comes from the grader's isolated runner (a judge process and a sandboxed worker), never from
+# executing the notebook: IsolatedGrade takes the place of nbgrader's Execute and writes each check's verdict
+# into its cell, which SaveAutoGrades then records. Each check stops after GRADER_CHECK_TIMEOUT seconds.
+c.Autograde.autograde_preprocessors = [IsolatedGrade, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 '''
 
 KIT_README = """\
@@ -173,10 +181,10 @@ def db_url(course: Path) -> str:
     return str(config.CourseDirectory.db_url)
 
 
-def nbgrader(course: Path, *args: str, quiet: bool = False) -> subprocess.CompletedProcess:
+def nbgrader(course: Path, *args: str, quiet: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in the course folder; raise with its output if it fails."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(cmd, cwd=course, env=nbgrader_env(), text=True, capture_output=quiet)
+    proc = subprocess.run(cmd, cwd=course, env={**nbgrader_env(), **(env or {})}, text=True, capture_output=quiet)
     if proc.returncode:
         raise SystemExit(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode})"
                          + (f":\n{proc.stdout}{proc.stderr}" if quiet else ""))
@@ -202,6 +210,8 @@ def _imports(path: Path) -> set[str]:
 
 def kit_files() -> tuple[dict[str, Path], list[str]]:
     """``{path in the kit: source file}`` for everything that ships, and warnings for the instructor."""
+    from grader.exercises import exercise_ids
+
     files: dict[str, Path] = {}
     warnings: list[str] = []
     for path in sorted((ROOT / "coursekit").glob("*.py")):
@@ -210,21 +220,14 @@ def kit_files() -> tuple[dict[str, Path], list[str]]:
     for name in PUBLIC_GRADER:
         if (grader / name).is_file():
             files[f"grader/{name}"] = grader / name
-    for path in sorted((grader / "checks").glob("ex[0-9][0-9]_public.py")):
-        files[f"grader/checks/{path.name}"] = path
-    for path in sorted((grader / "checks").glob("ex[0-9][0-9].py")):
-        if not (grader / "checks" / f"{path.stem}_public.py").is_file():
-            warnings.append(f"{path.stem}: no grader/checks/{path.stem}_public.py, so none of its checks ship and "
-                            f"its public check cells will say so in the kit; split its public checks out to fix it")
-    # reference modules, only where a shipped grader module imports one (transitively)
-    queue = [p for k, p in files.items() if k.startswith("grader/")]
-    while queue:
-        for module in _imports(queue.pop()):
-            if module.startswith("grader.reference."):
-                rel = "grader/" + module.removeprefix("grader.").replace(".", "/") + ".py"
-                if rel not in files and (ROOT / rel).is_file():
-                    files[rel] = ROOT / rel
-                    queue.append(ROOT / rel)
+    for exercise in exercise_ids():
+        folder = grader / "exercises" / exercise
+        for name in PUBLIC_EXERCISE_PARTS:
+            if (folder / name).is_file():
+                files[f"grader/exercises/{exercise}/{name}"] = folder / name
+        if not (folder / "public.py").is_file():
+            warnings.append(f"{exercise}: no public.py, so none of its checks ship and its public check cells will "
+                            "say so in the kit")
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         files[f"notebooks/{path.name}"] = path
     return files, warnings
@@ -245,7 +248,7 @@ def _closed_imports(stage: Path) -> list[str]:
                 rel = module.replace(".", "/")
                 if not ((stage / f"{rel}.py").is_file() or (stage / rel / "__init__.py").is_file()):
                     if not (module.startswith("grader.") and module.removeprefix("grader.") in
-                            ("batch", "calibrate", "restore", "nbgrader_hooks")):  # named by __main__ lazily
+                            ("batch", "calibrate", "restore", "nbgrader_hooks", "speed")):  # instructor-only, lazily
                         missing.append(f"{path.relative_to(stage)} imports {module}, which does not ship")
     return missing
 
@@ -311,10 +314,9 @@ def verify_kit(stage: Path) -> list[str]:
         for marker in MARKERS:
             if marker in text:
                 problems.append(f"{rel}: contains `### {marker}`")
-    allowed_checks = {f"{p.stem}" for p in (ROOT / "grader" / "checks").glob("*_public.py")} | {"__init__", "common"}
-    for path in (stage / "grader" / "checks").glob("*.py"):
-        if path.stem not in allowed_checks:
-            problems.append(f"grader/checks/{path.name} ships, but only public check modules may")
+    for path in (stage / "grader" / "exercises").rglob("*"):
+        if path.name in INSTRUCTOR_ONLY:
+            problems.append(f"{path.relative_to(stage)} ships, but hidden checks and references are instructor-only")
     for name in ("thresholds.toml", "batch.py", "calibrate.py", "restore.py", "nbgrader_hooks.py"):
         if (stage / "grader" / name).exists():
             problems.append(f"grader/{name} ships, but it is instructor-only")
@@ -329,7 +331,54 @@ def verify_kit(stage: Path) -> list[str]:
         for cid, lines in hidden.items():
             problems += [f"{rel}: contains code of hidden check {cid}: `{s}`" for s in sorted(lines)
                          if _contains(text, s)]
-    return problems + _closed_imports(stage)
+    return problems + forbidden_definitions(stage)[0] + _closed_imports(stage)
+
+
+def _defined_names(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def reference_names() -> set[str]:
+    """Every function and class the exercises' ``reference.py`` modules define."""
+    names: set[str] = set()
+    for path in (ROOT / "grader" / "exercises").glob("ex[0-9][0-9]/reference.py"):
+        names |= {n.name for n in ast.parse(path.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+def forbidden_definitions(stage: Path) -> tuple[list[str], list[str]]:
+    """(problems, warnings): shipped code (modules and lesson or exercise cells) that defines an exercise's
+    interface name or a reference function. An interface name a contract lists in ``SHOWN_IN_LESSONS`` is a
+    warning with its stated reason; anything else stops the release."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from grader.interface import INTERFACE, SHOWN_IN_LESSONS
+
+    interface = {name: ex for ex, names in INTERFACE.items() for name in names}
+    allowed = {name: reason for reasons in SHOWN_IN_LESSONS.values() for name, reason in reasons.items()}
+    references = reference_names()
+    sources: list[tuple[str, str]] = []
+    for path in sorted(stage.rglob("*.py")):
+        sources.append((str(path.relative_to(stage)), path.read_text()))
+    transformer = TransformerManager()
+    for path in sorted((stage / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type == "code":
+                sources.append((f"{path.relative_to(stage)} cell {i}", transformer.transform_cell(cell.source)))
+    problems, warnings = [], []
+    for where, text in sources:
+        for name in sorted(_defined_names(text)):
+            if name in references:
+                problems.append(f"{where} defines {name}, a reference function of the grader")
+            elif name in interface and name in allowed:
+                warnings.append(f"{where} defines {name} ({interface[name]}'s interface): {allowed[name]}")
+            elif name in interface:
+                problems.append(f"{where} defines {name}, a name {interface[name]}'s learners must write")
+    return problems, warnings
 
 
 def build_kit(course: Path, released: list[Path], caches: list[Path]) -> tuple[Path, Path, list[str]]:
@@ -353,6 +402,7 @@ def build_kit(course: Path, released: list[Path], caches: list[Path]) -> tuple[P
     (stage / "Makefile").write_text(KIT_MAKEFILE)
     (stage / "pyproject.toml").write_text(KIT_PYPROJECT)
     problems = verify_kit(stage)
+    warnings += forbidden_definitions(stage)[1]
     if problems:
         raise SystemExit("the learner kit would leak or break; nothing was zipped:\n  " + "\n  ".join(problems))
     archive = course / f"{KIT}.zip"
@@ -405,9 +455,19 @@ def collect(course: Path, source: Path) -> int:
     return count
 
 
-def autograde(course: Path, which: list[str] | None, jobs: int, force: bool) -> None:
-    """nbgrader autograde: hidden checks put back, locked cells restored, grades into the gradebook."""
+def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, unsandboxed: bool = False) -> None:
+    """nbgrader autograde, graded by the isolated runner: hidden checks put back, locked cells restored, each
+    check's verdict into the gradebook. Without the sandbox it refuses, unless ``unsandboxed``."""
+    from grader.nbgrader_hooks import UNSANDBOXED_ENV
+    from grader.runner import SandboxRequired, sandbox_report
+
+    try:
+        report = sandbox_report("off" if unsandboxed else "require")
+    except SandboxRequired as exc:
+        raise SystemExit(f"autograde: {exc}") from None
+    print(f"learner code: {report.describe()}", flush=True)
     ensure_course(course)
+    env = {UNSANDBOXED_ENV: "1"} if unsandboxed else {}
     for assignment in which or assignments(course):
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
         if not students:
@@ -415,10 +475,11 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool) -> 
         extra = ["--force"] if force else []
         print(f"autograding {assignment}: {len(students)} submission(s), {jobs} at a time", flush=True)
         if jobs <= 1:
-            nbgrader(course, "autograde", assignment, *extra)
+            nbgrader(course, "autograde", assignment, *extra, env=env)
             continue
         with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(lambda s: nbgrader(course, "autograde", assignment, f"--student={s}", *extra), students))
+            list(pool.map(lambda s: nbgrader(course, "autograde", assignment, f"--student={s}", *extra, env=env),
+                          students))
 
 
 def check_records(notebook: Path) -> tuple[dict[str, dict], list[str]]:
@@ -583,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
     auto.add_argument("--assignment", nargs="*", help="exNN ids (default: all released)")
     auto.add_argument("--jobs", type=int, default=1, help="students graded at once (default 1)")
     auto.add_argument("--force", action="store_true", help="regrade submissions graded before")
+    auto.add_argument("--unsandboxed", action="store_true", help="grade without the sandbox on a machine that has "
+                      "none (learner code then runs with your rights; every feedback page says so)")
     sub.add_parser("feedback", help="per-student HTML feedback")
     sub.add_parser("export", help="grades.csv and grades_by_check.csv")
     args = parser.parse_args(argv)
@@ -593,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_course(course)
         collect(course, args.source)
     elif args.command == "autograde":
-        autograde(course, args.assignment, args.jobs, args.force)
+        autograde(course, args.assignment, args.jobs, args.force, args.unsandboxed)
     elif args.command == "feedback":
         feedback(course)
     elif args.command == "export":

@@ -6,8 +6,11 @@
 
 Warming compiles, in one process with the repository's cache (``TORCHINDUCTOR_CACHE_DIR``,
 ``.cache/inductor``): the lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's
-compiled training steps, lesson 3's one-graph distillation step) and every graph the grader
-compiles, by running every check on every reference solution.  It then writes two shippable forms to ``.cache/warm/``:
+compiled training steps, lesson 3's one-graph distillation step) and every graph the grader's
+judge compiles, by grading every reference solution. Grading a reference solution also keeps the
+kernels its sandboxed worker compiled in ``.cache/grader-seed/<exercise>/``: every later grading
+worker of that exercise starts with a private copy of them (never of the cached graphs, which carry
+source lines), so a learner's correct code compiles warm.  It then writes two shippable forms to ``.cache/warm/``:
 
 * ``compile-cache-<device>-torch<version>.tar.gz``: the inductor cache folder itself (FX graphs,
   AOTAutograd entries and the compiled kernels: C++ shared objects on CPU, Triton binaries on GPU);
@@ -112,11 +115,8 @@ def warm() -> tuple[bytes | None, list[str]]:
     import torch
 
     from coursekit.profile import apply_threads, get_profile
-    from grader.context import Context
-    from grader.interface import NOTEBOOKS, Submission
-    from grader.loader import load_notebook
+    from grader.interface import NOTEBOOKS
     from grader.registry import checks_for
-    from grader.results import run_check
 
     profile = get_profile()
     apply_threads(profile)
@@ -143,19 +143,19 @@ def warm() -> tuple[bytes | None, list[str]]:
         torch.compiler.reset()
         build_distill("one graph", profile, amp=amp).step(*image_batch(profile, 0))
     done.append("lesson 3: one-graph distillation step, fp32 and bf16")
-    ctx = Context.create(profile, secret_seed=12345)
+    from grader.runner import grade_notebook
+
     for exercise, name in NOTEBOOKS.items():
         solution = ROOT / "solutions" / name
         if not solution.is_file() or not checks_for(exercise):
             continue
-        torch.compiler.reset()  # as in a fresh grading process
         start = time.perf_counter()
-        loaded = load_notebook(solution)
-        results = [run_check(c, Submission(exercise, loaded.namespace), ctx) for c in checks_for(exercise)]
-        failed = [r.id for r in results if not r.passed]
-        print(f"  grader, {exercise}: {len(results)} checks on the reference solution in "
+        grade = grade_notebook(solution, exercise, profile, 12345, progress=False)  # also seeds learner workers
+        failed = [r.id for r in grade.results if not r.passed]
+        print(f"  grader, {exercise}: {len(grade.results)} checks on the reference solution in "
               f"{time.perf_counter() - start:.1f} s" + (f" (failed: {failed})" if failed else ""), flush=True)
-        done.append(f"grader: every check of {exercise} on its reference solution")
+        done.append(f"grader: every check of {exercise} on its reference solution (the judge's graphs here, the "
+                    f"worker's kernels in .cache/grader-seed/{exercise})")
     artifacts = torch.compiler.save_cache_artifacts()
     return (artifacts[0] if artifacts else None), done
 

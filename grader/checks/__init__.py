@@ -1,1 +1,0 @@
-"""Hidden and public checks, one module per exercise; importing a module registers its checks."""

@@ -1,0 +1,124 @@
+"""The judge's hold on the processes learner code runs in: find them all, stop them, end them.
+
+Learner processes are the grading workers and everything they start. Each worker is a *child subreaper*
+(``PR_SET_CHILD_SUBREAPER``, which its seccomp filter then keeps it from undoing), so a process that learner
+code starts and orphans (a double fork, ``setsid``, a daemon) is re-parented to the worker and stays in its
+tree. The judge is a subreaper too: if a worker dies while its children live, they are re-parented to the
+judge, which recognises them by the sandbox they carry (``NoNewPrivs`` and a seccomp filter in
+``/proc/PID/status``).
+
+``stopped()`` sends ``SIGSTOP`` to all of them, over and over until no new one appears, and ``SIGCONT``
+afterwards: while the judge times its baseline, no learner thread or process can run, so none can slow it.
+``end_all()`` kills them and reaps the orphans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux only). True if it worked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def _sandboxed(pid: int) -> bool:
+    """True for a process that carries the grader's sandbox (no new privileges, a seccomp filter)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return fields.get("NoNewPrivs", "0").strip() == "1" and int(fields.get("Seccomp_filters", "0").strip() or 0) > 0
+
+
+def learner_processes(worker_pids: set[int]) -> list[psutil.Process]:
+    """Every live process learner code may control: the workers, their descendants, and orphans the judge
+    adopted from a worker that died."""
+    found: dict[int, psutil.Process] = {}
+    for pid in worker_pids:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            found[pid] = root
+            for child in root.children(recursive=True):
+                found[child.pid] = child
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children(recursive=True):
+            if child.pid not in found and _sandboxed(child.pid):
+                found[child.pid] = child
+    return list(found.values())
+
+
+def _signal_all(procs: list[psutil.Process], sig: int) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.Error, OSError):
+            p.send_signal(sig)
+
+
+@contextlib.contextmanager
+def stopped(worker_pids: set[int]) -> Iterator[int]:
+    """Learner processes frozen with SIGSTOP inside the block (yields how many); SIGCONT after."""
+    done: dict[int, psutil.Process] = {}
+    for _ in range(50):  # until a pass finds nothing new: a stopped process starts nothing
+        new = [p for p in learner_processes(worker_pids) if p.pid not in done]
+        if not new:
+            break
+        _signal_all(new, signal.SIGSTOP)
+        done.update({p.pid: p for p in new})
+    deadline = time.monotonic() + 2.0
+    for p in done.values():  # wait until each has really stopped (the signal is delivered asynchronously)
+        while time.monotonic() < deadline:
+            try:
+                if p.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE,
+                                  psutil.STATUS_DEAD):
+                    break
+            except psutil.Error:
+                break
+            time.sleep(0.0005)
+    try:
+        yield len(done)
+    finally:
+        _signal_all(list(done.values()), signal.SIGCONT)
+
+
+def tree_rss(worker_pids: set[int]) -> int:
+    """Resident memory of all learner processes, in bytes."""
+    total = 0
+    for p in learner_processes(worker_pids):
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
+
+
+def end_all(worker_pids: set[int]) -> None:
+    """Kill every learner process (again until none is left) and reap the orphans the judge adopted."""
+    for _ in range(50):
+        procs = learner_processes(worker_pids)
+        if not procs:
+            break
+        _signal_all(procs, signal.SIGKILL)
+        psutil.wait_procs(procs, timeout=2)
+    reap()
+
+
+def reap() -> None:
+    """Collect the exit status of adopted orphans that died (so they leave no zombies)."""
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children():
+            with contextlib.suppress(ChildProcessError, OSError, psutil.Error):
+                if child.status() == psutil.STATUS_ZOMBIE and _sandboxed(child.pid):
+                    os.waitpid(child.pid, os.WNOHANG)

@@ -1,0 +1,1 @@
+"""Exercise 0: contract, probes, public and hidden checks."""

@@ -1,0 +1,1 @@
+"""Exercise 1: contract, probes, public and hidden checks."""

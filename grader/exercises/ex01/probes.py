@@ -1,0 +1,146 @@
+"""Exercise 1, worker side: build the learner's losses and train step on the judge's inputs, report results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from coursekit.models import ToyConvNet
+from coursekit.traffic import watch_traffic
+from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
+
+
+def build_loss(call: Call) -> Callable:
+    """``SmoothedCE(...)`` or ``builtin_smoothed_ce(...)`` on the device, compiled with ``compile_loss`` when asked."""
+    factory = call.get(call.arg("factory"))
+    module = factory(call.arg("weights"), smoothing=call.arg("smoothing"), ignore_index=call.arg("ignore_index"))
+    if not isinstance(module, nn.Module):
+        raise Failure(f"{call.arg('factory')} should give an nn.Module, got {type(module).__name__}")
+    module = module.to(call.device)
+    if call.arg("compiled"):
+        if call.arg("reset", True):
+            torch.compiler.reset()
+        compiled = call.get("compile_loss")(module, backend=call.arg("backend", "inductor"))
+        if not callable(compiled):
+            raise Failure(f"compile_loss should return a callable, got {type(compiled).__name__}")
+        return compiled
+    return module
+
+
+def loss_and_grad(fn: Callable, logits: torch.Tensor, target: torch.Tensor, what: str,
+                  grads: bool) -> dict[str, torch.Tensor]:
+    loss = fn(logits, target)
+    out = {"loss": plain(loss, f"{what}'s result")}
+    if grads:
+        loss.backward()
+        if logits.grad is None:
+            raise Failure(f"{what}: no gradient reached the logits (is the result detached, or built with "
+                          ".item()/torch.tensor?)")
+        out["grad"] = plain(logits.grad, f"{what}'s gradient")
+    return out
+
+
+@probe("ex01.loss")
+def loss(call: Call) -> Reply:
+    """The loss (and its gradient w.r.t. the logits) of a freshly built loss module on the judge's inputs."""
+    fn = build_loss(call)
+    logits = call.input("logits", grad=bool(call.arg("grads")))
+    what = call.arg("label", call.arg("factory"))
+    return Reply(tensors=learner_call(loss_and_grad, (fn, logits, call.input("target"), what, call.arg("grads")),
+                                      what))
+
+
+@probe("ex01.traffic")
+def traffic(call: Call) -> Reply:
+    """Host/device traffic of the third forward + backward of the learner's loss (two warm-up calls first)."""
+    fn = build_loss(call)
+    target = call.input("target")
+    for _ in range(2):  # lazy initialisation is allowed on the first calls
+        fn(call.input("logits", grad=True), target).backward()
+    logits = call.input("logits", grad=True)
+    with watch_traffic(call.device) as seen:
+        result = fn(logits, target)
+        result.backward()
+    return Reply({"syncs": dict(seen.syncs), "host_tensors": dict(seen.host_tensors), "summary": seen.summary()},
+                 {"loss": plain(result, "SmoothedCE's result")})
+
+
+@probe("ex01.graphs")
+def graphs(call: Call) -> Reply:
+    """``torch._dynamo.explain`` on the learner's loss, then frames compiled by ``compile_loss`` over three batches
+    of the same shape (with the losses they computed)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    module = build_loss(call.but(compiled=False))
+    torch.compiler.reset()
+    info = learner_call(lambda: torch._dynamo.explain(module)(call.input("logits0"), call.input("target0")), (),
+                        "torch._dynamo.explain(SmoothedCE)")
+    reasons = [str(getattr(r, "reason", r)).splitlines()[0] for r in info.break_reasons[:3]]
+    torch.compiler.reset()
+    counter = CompileCounterWithBackend("inductor")
+    compiled = build_loss(call.but(compiled=True, backend=counter, reset=False))
+    losses = []
+    for i in range(3):
+        result = learner_call(compiled, (call.input(f"logits{i}", grad=True), call.input(f"target{i}")),
+                              "the compiled loss")
+        result.backward()
+        losses.append(plain(result, "the compiled loss's result"))
+    return Reply({"graph_count": info.graph_count, "break_count": info.graph_break_count, "reasons": reasons,
+                  "frames": counter.frame_count}, {"losses": torch.stack(losses)})
+
+
+@probe("ex01.timed_loss")
+def timed_loss(call: Call) -> Reply:
+    """Stage forward + backward of the learner's loss (compiled when asked) for ``timing.run``."""
+    fn = build_loss(call)
+
+    def fwd_bwd(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        out = fn(logits, target)
+        out.backward()
+        return out
+
+    return stage_timed(call, call.arg("handle"), fwd_bwd)
+
+
+def _tiny_training(call: Call) -> tuple[nn.Module, torch.optim.Optimizer]:
+    model = ToyConvNet(image_size=16, num_classes=10)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in call.inputs.items() if k.startswith("model.")})
+    model = model.to(call.device)
+    return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+
+def _raw_step(call: Call, model, optimizer, i: int):
+    return learner_call(call.get("train_step"), (model, nn.CrossEntropyLoss(), optimizer, call.input(f"images{i}"),
+                                                 call.input(f"labels{i}")), "train_step")
+
+
+def _checked(got) -> torch.Tensor:
+    if isinstance(got, (float, int)):
+        raise Failure("train_step returned a Python number: `.item()` makes the host wait for the device every step. "
+                      "Return `loss.detach()` and read it only when you log.")
+    loss = plain(got, "train_step's result")
+    if got.requires_grad:
+        raise Failure("train_step returned a loss that still holds the autograd graph: return loss.detach()")
+    return loss
+
+
+@probe("ex01.train")
+def train(call: Call) -> Reply:
+    """The learner's train_step over the judge's batches, from the judge's weights: losses and final weights."""
+    model, optimizer = _tiny_training(call)
+    losses = [_checked(_raw_step(call, model, optimizer, i)) for i in range(int(call.arg("steps")))]
+    return Reply(tensors={"losses": torch.stack(losses),
+                          **{f"param.{n}": p.detach().cpu() for n, p in model.named_parameters()}})
+
+
+@probe("ex01.train_sync")
+def train_sync(call: Call) -> Reply:
+    """Syncs in the learner's second train_step (the first is a warm-up)."""
+    model, optimizer = _tiny_training(call)
+    _checked(_raw_step(call, model, optimizer, 0))
+    images, labels = call.input("images1"), call.input("labels1")
+    with watch_traffic(call.device) as seen:
+        got = call.get("train_step")(model, nn.CrossEntropyLoss(), optimizer, images, labels)
+    return Reply({"syncs": dict(seen.syncs), "summary": seen.summary()}, {"loss": _checked(got)})

@@ -1,0 +1,42 @@
+"""Exercise 1's references (instructor only): PyTorch's own loss in float64, and the plain training step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def smoothed_ce(logits: torch.Tensor, target: torch.Tensor, class_weights: Sequence[float],
+                smoothing: float, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss value and its gradient w.r.t. ``logits``, both in float64."""
+    x = logits.detach().to(torch.float64).requires_grad_()
+    w = torch.tensor(class_weights, dtype=torch.float64, device=x.device)
+    loss = F.cross_entropy(x, target, weight=w, ignore_index=ignore_index, label_smoothing=smoothing)
+    loss.backward()
+    return loss.detach(), x.grad
+
+
+def sgd_step(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
+             labels: torch.Tensor) -> torch.Tensor:
+    """One optimisation step; the detached loss."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = loss_fn(model(images), labels)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def fixture_expected(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Expected loss and gradient for each public case in ``inputs`` (``grader.exercises.ex01.public``)."""
+    from grader.exercises.ex01.public import PUBLIC_CASES
+
+    out = {}
+    for case in PUBLIC_CASES:
+        p = f"{case.name}/"
+        loss, grad = smoothed_ce(inputs[p + "logits"], inputs[p + "target"], inputs[p + "weights"].tolist(),
+                                 case.smoothing, case.ignore_index)
+        out[p + "loss"], out[p + "grad"] = loss, grad
+    return out

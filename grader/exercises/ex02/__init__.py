@@ -1,0 +1,1 @@
+"""Exercise 2: contract, probes, public and hidden checks."""

@@ -1,0 +1,172 @@
+"""Exercise 2, worker side: the learner's custom op and FixedScorer on the judge's weights and inputs."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from coursekit.ex02 import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
+from coursekit.traffic import watch_traffic
+from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
+
+FAKE_HINT = ("Register a fake implementation with @calibrate.register_fake that returns torch.empty_like(top).")
+
+
+@probe("ex02.calibrate")
+def custom_op(call: Call) -> Reply:
+    """The learner's op on the judge's ``top``, and what ``torch.library.opcheck`` says of it."""
+    from torch._library.custom_ops import CustomOpDef
+
+    op = call.get("calibrate")
+    if not isinstance(op, CustomOpDef):
+        raise Failure("calibrate must be defined with @torch.library.custom_op('ex02::calibrate', "
+                      f"mutates_args=()); got {type(op).__name__}")
+    top = call.input("top")
+    got = learner_call(op, (top,), "calibrate(top)")
+    out = plain(got, "calibrate(top)")
+    report = torch.library.opcheck(op, (top,), raise_exception=False)
+    failed = {k: str(v).splitlines()[0][:300] for k, v in report.items() if v != "SUCCESS"}
+    return Reply({"device": str(got.device), "dtype": str(got.dtype), "opcheck_failed": failed}, {"out": out})
+
+
+def fixed_scorer(call: Call) -> nn.Module:
+    """The learner's FixedScorer with the judge's weights, on the device."""
+    factory = call.get("FixedScorer")
+    if not (isinstance(factory, type) and issubclass(factory, BrokenScorer)):
+        raise Failure("FixedScorer must be a subclass of BrokenScorer (class FixedScorer(BrokenScorer))")
+    model = factory()
+    weights = {k.removeprefix("w."): v for k, v in call.inputs.items() if k.startswith("w.")}
+    missing, _ = model.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if k in weights]
+    if missing:
+        raise Failure(f"FixedScorer lacks BrokenScorer's parameters {missing}: subclass BrokenScorer and call "
+                      "super().__init__(*args, **kwargs)")
+    return model.to(call.device)
+
+
+def outputs_and_grads(model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Output, gradient w.r.t. the input, and parameter gradients of ``model(x).square().sum()``."""
+    x = x.detach().clone().requires_grad_()
+    model.zero_grad(set_to_none=True)
+    out = model(x)
+    plain(out, "FixedScorer's output")
+    out.square().sum().backward()
+    grads = {f"dp.{n}": p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None}
+    return {"out": out.detach().cpu(), "dx": x.grad.detach().cpu() if x.grad is not None else torch.zeros(0),
+            **grads}
+
+
+@probe("ex02.scorer")
+def scorer(call: Call) -> Reply:
+    """FixedScorer's outputs (and gradients) on each of the judge's batches (with ``calibrate`` replaced by its
+    pure-torch twin when asked, as the traffic probe does)."""
+    if call.arg("twin"):
+        learner_op = call.get("calibrate")
+        call.namespace["calibrate"] = torch_calibrate(call.device)
+        try:
+            return scorer(call.but(twin=False))
+        finally:
+            call.namespace["calibrate"] = learner_op
+    model = fixed_scorer(call)
+    tensors = {}
+    for i in range(int(call.arg("batches"))):
+        x = call.input(f"x{i}")
+        if call.arg("grads"):
+            got = learner_call(outputs_and_grads, (model, x), "FixedScorer (forward and backward)")
+            tensors |= {f"{k}{i}" if k in ("out", "dx") else f"{i}.{k}": v for k, v in got.items()}
+        else:
+            with torch.no_grad():
+                tensors[f"out{i}"] = plain(learner_call(model, (x,), "FixedScorer"), "FixedScorer's output")
+    return Reply(tensors=tensors)
+
+
+@probe("ex02.statistic")
+def statistic(call: Call) -> Reply:
+    """FixedScorer's ``mean_activation`` buffer after each of the judge's batches."""
+    model = fixed_scorer(call)
+    if not isinstance(getattr(model, "mean_activation", None), torch.Tensor) or \
+            "mean_activation" not in dict(model.named_buffers()):
+        raise Failure("FixedScorer needs a buffer: self.register_buffer('mean_activation', torch.zeros(()))")
+    stats = []
+    for i in range(int(call.arg("batches"))):
+        learner_call(model, (call.input(f"x{i}"),), "FixedScorer")
+        stats.append(plain(model.mean_activation, "mean_activation").reshape(-1)[:1].clone())
+    return Reply(tensors={"stats": torch.cat(stats)})
+
+
+@probe("ex02.explain")
+def explain(call: Call) -> Reply:
+    """``torch._dynamo.explain`` on FixedScorer, and its output on the same batch."""
+    model = fixed_scorer(call)
+    torch.compiler.reset()
+    info = learner_call(lambda: torch._dynamo.explain(model)(call.input("x0")), (), "torch._dynamo.explain(FixedScorer)")
+    reasons = [str(getattr(r, "reason", r)).splitlines()[0][:200] for r in info.break_reasons[:4]]
+    with torch.no_grad():
+        out = plain(model(call.input("x0")), "FixedScorer's output")
+    return Reply({"graph_count": info.graph_count, "break_count": info.graph_break_count, "reasons": reasons},
+                 {"out0": out})
+
+
+@probe("ex02.compiles")
+def compiles(call: Call) -> Reply:
+    """Frames ``torch.compile(fullgraph=True)`` compiles for three batches of one shape, forward and backward."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    model = fixed_scorer(call)
+    torch.compiler.reset()
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(model, backend=counter, fullgraph=True)
+    outs = {}
+    for i in range(3):
+        out = learner_call(compiled, (call.input(f"x{i}"),), "torch.compile(FixedScorer, fullgraph=True)")
+        out.sum().backward()
+        outs[f"out{i}"] = plain(out, "the compiled FixedScorer's output")
+    return Reply({"frames": counter.frame_count}, outs)
+
+
+def torch_calibrate(device: str, dtype: torch.dtype = torch.float32):
+    """A pure-torch twin of ``calibrate`` (np.interp semantics) with its constants built up front.
+
+    The traffic probe swaps it in for the learner's op, so the op's own host round trip (its known price) is
+    not counted against the learner's forward."""
+    xp = torch.tensor(CALIBRATION_X, dtype=dtype, device=device)
+    fp = torch.tensor(CALIBRATION_Y, dtype=dtype, device=device)
+
+    def calibrate(top: torch.Tensor) -> torch.Tensor:
+        i = torch.searchsorted(xp, top.detach().contiguous()).clamp(1, len(xp) - 1)
+        t = ((top.detach() - xp[i - 1]) / (xp[i] - xp[i - 1])).clamp(0, 1)
+        return fp[i - 1] + t * (fp[i] - fp[i - 1])
+
+    return calibrate
+
+
+@probe("ex02.traffic")
+def traffic(call: Call) -> Reply:
+    """Host/device traffic of FixedScorer's second forward, with ``calibrate`` replaced by a pure-torch twin."""
+    model = fixed_scorer(call)
+    call.get("calibrate")
+    x = call.input("x0")
+    learner_op = call.namespace["calibrate"]
+    call.namespace["calibrate"] = torch_calibrate(call.device)  # the op's own host round trip is its known price
+    try:
+        learner_call(model, (x,), "FixedScorer")
+        with watch_traffic(call.device) as seen:
+            out = model(x)
+    finally:
+        call.namespace["calibrate"] = learner_op
+    return Reply({"syncs": dict(seen.syncs), "host_tensors": dict(seen.host_tensors), "summary": seen.summary()},
+                 {"out0": plain(out, "FixedScorer's output")})
+
+
+@probe("ex02.timed_scorer")
+def timed_scorer(call: Call) -> Reply:
+    """Stage forward + backward of the compiled FixedScorer for ``timing.run``."""
+    torch.compiler.reset()
+    compiled = torch.compile(fixed_scorer(call))
+
+    def fwd_bwd(x: torch.Tensor) -> torch.Tensor:
+        out = compiled(x)
+        out.square().sum().backward()
+        return out
+
+    return stage_timed(call, call.arg("handle"), fwd_bwd)

@@ -1,0 +1,127 @@
+"""Exercise 2, public checks (ship in the learner kit): the custom op, FixedScorer's outputs, no graph breaks.
+
+FixedScorer is compared with the given BrokenScorer run eagerly with the same weights: the given code is the
+reference here, so nothing of the solution ships. The hidden checks live in ``hidden.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from coursekit.ex02 import CALIBRATION_X, CALIBRATION_Y, BrokenScorer, sample_rows
+from grader.exercises.ex02.probes import FAKE_HINT
+from grader.judging import assert_close, assert_consistent
+from grader.registry import Measured, Shortfall, check
+
+IN_FEATURES = 32
+RESULT_HINT = ("Each fix must keep the computation: torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0) "
+               "for the branch; (h * mask).sum(0) / mask.sum() for the mean over real rows; padding rows score 0.")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input batch."""
+
+    name: str
+    rows: int
+    seed: int
+    scale: float = 1.0
+    padding: float = 0.2
+
+    def rows_on(self, device: str = "cpu") -> torch.Tensor:
+        return sample_rows(self.rows, IN_FEATURES, self.seed, device=device, padding=self.padding, scale=self.scale)
+
+
+def public_cases(ctx) -> list[Case]:
+    """Seeded batches a learner can reproduce: small, no padding, large (rescaling branch), profile size."""
+    return [
+        Case("small", 9, seed=0),
+        Case("no padding", 64, seed=1, padding=0.0),
+        Case("large activations (rescaling branch)", 64, seed=2, scale=40.0),
+        Case("mostly padding", 50, seed=3, padding=0.8),
+        Case("profile size", ctx.profile.batch_size, seed=4),
+    ]
+
+
+def broken(seed: int = 0) -> BrokenScorer:
+    """The given model with seeded weights: its weights go to the learner's FixedScorer, its outputs are the
+    reference."""
+    torch.manual_seed(seed)
+    return BrokenScorer()
+
+
+def weights(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {f"w.{k}": v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def outputs_and_grads(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Output, gradient w.r.t. the input, and parameter gradients of ``model(x).square().sum()``."""
+    x = x.detach().clone().requires_grad_()
+    model.zero_grad(set_to_none=True)
+    out = model(x)
+    out.square().sum().backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.detach(), x.grad.detach(), grads
+
+
+def expect_cases(learner, cases: list[Case], grads: bool) -> None:
+    """FixedScorer with BrokenScorer's weights matches BrokenScorer on every case (and its gradients)."""
+    model = broken()
+    xs = [c.rows_on() for c in cases]
+    got = learner.ask("ex02.scorer", {"batches": len(cases), "grads": grads},
+                      {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}})
+    for i, (case, x) in enumerate(zip(cases, xs)):
+        want, want_dx, want_dp = outputs_and_grads(model, x)
+        assert_close(got.tensor(f"out{i}"), want, torch.float32, f"FixedScorer output on case '{case.name}'",
+                     RESULT_HINT)
+        if grads:
+            assert_close(got.tensor(f"dx{i}"), want_dx, torch.float32, f"input gradient on case '{case.name}'",
+                         RESULT_HINT)
+            for name, g in want_dp.items():
+                if f"{i}.dp.{name}" not in got.tensors:
+                    raise AssertionError(f"no gradient reached {name} on case '{case.name}'")
+                assert_close(got.tensor(f"{i}.dp.{name}"), g, torch.float32, f"gradient of {name} on case "
+                             f"'{case.name}'", RESULT_HINT)
+
+
+@check("ex02.calibrate.opcheck", kind="structure", points=2, needs=("calibrate",), public=True)
+def calibrate_opcheck(learner, ctx) -> None:
+    """calibrate is a torch.library custom op that passes opcheck and matches np.interp."""
+    top = torch.linspace(-4, 4, 33)
+    got = learner.ask("ex02.calibrate", {}, {"top": top})
+    want = torch.from_numpy(np.interp(top.numpy(), CALIBRATION_X, CALIBRATION_Y)).to(torch.float32)
+    assert_close(got.tensor("out"), want, torch.float32, "calibrate(top)",
+                 "Use np.interp(top, CALIBRATION_X, CALIBRATION_Y) and return it on top's device and dtype.")
+    device, dtype = got.text("device", limit=40), got.text("dtype", limit=40)
+    if dtype != "torch.float32" or device.split(":")[0] != torch.device(ctx.device).type:
+        raise AssertionError(f"calibrate returned {dtype} on {device}; expected torch.float32 on {ctx.device}")
+    failed = got.value("opcheck_failed", dict)
+    if failed:
+        first = str(next(iter(failed.values())))[:300]
+        raise AssertionError(f"torch.library.opcheck failed {sorted(str(k) for k in failed)}: {first}. {FAKE_HINT}")
+
+
+@check("ex02.scorer.outputs", kind="correctness", points=2, needs=("FixedScorer", "calibrate"), public=True)
+def scorer_outputs(learner, ctx) -> None:
+    """FixedScorer's outputs equal BrokenScorer's (same weights) on five seeded batches."""
+    expect_cases(learner, public_cases(ctx), grads=False)
+
+
+@check("ex02.scorer.no_breaks", kind="structure", points=2, needs=("FixedScorer", "calibrate"), public=True)
+def scorer_no_breaks(learner, ctx) -> Measured:
+    """torch._dynamo.explain reports one graph and zero graph breaks for FixedScorer."""
+    model = broken()
+    x = public_cases(ctx)[4].rows_on()
+    got = learner.ask("ex02.explain", {}, {**weights(model), "x0": x})
+    own = learner.ask("ex02.scorer", {"batches": 1, "grads": False}, {**weights(model), "x0": x})
+    assert_consistent(got.tensor("out0"), own.tensor("out0"), "FixedScorer's output beside torch._dynamo.explain")
+    graphs, breaks = got.value("graph_count", int), got.value("break_count", int)
+    if breaks or graphs != 1:
+        reasons = "; ".join(got.strings("reasons"))
+        raise Shortfall(f"FixedScorer still has {breaks} graph break(s) in {graphs} graphs: "
+                        f"{reasons or 'see TORCH_LOGS=graph_breaks'}", measured=breaks, required=0)
+    return Measured(0, 0, "one graph, no breaks")

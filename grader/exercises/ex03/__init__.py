@@ -1,0 +1,1 @@
+"""Exercise 3: contract, probes, public and hidden checks."""

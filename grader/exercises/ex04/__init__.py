@@ -1,0 +1,1 @@
+"""Exercise 4: contract, probes, public and hidden checks."""

@@ -1,0 +1,131 @@
+"""Exercise 4, hidden checks (instructor only): a secret length stream, compile counts, no recompiles, speed."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from coursekit.ex04 import MAX_COMPILES, batch_of, length_stream
+from grader.exercises.ex04.public import ask_batches, buckets, expect_outputs, naive, per_sequence
+from grader.judging import assert_close, assert_consistent
+from grader.exercises.ex04.public import MASK_HINT, batches_payload, weights
+from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.speed import time_baseline, time_once
+
+STREAM_BATCHES = 16
+STREAM_BACKEND = "aot_eager"
+STREAM_TRIALS = 5
+NEEDS = ("MaskedTagger", "collate", "bucket_length", "compile_tagger")
+
+
+def hidden_stream(ctx) -> dict[str, list[torch.Tensor]]:
+    rows = ctx.profile.batch_size
+    lengths = length_stream(STREAM_BATCHES, ctx.secret_seed)
+    return {f"stream{i:02d}": batch_of(n, rows, ctx.secret_seed + i) for i, n in enumerate(lengths)}
+
+
+@check("ex04.stream.outputs", kind="correctness", points=2, needs=NEEDS)
+def stream_outputs(learner, ctx) -> None:
+    """The compiled pipeline matches the eager unpadded reference on every batch of a hidden length stream."""
+    model = naive()
+    stream = dict(list(hidden_stream(ctx).items())[:8])
+    got = ask_batches(learner, "ex04.outputs", stream, model, compiled=True)
+    expect_outputs(got, model, stream, "compiled MaskedTagger")
+
+
+def _counted(learner, ctx, warm: bool) -> tuple[int, str | None]:
+    model = naive()
+    stream = hidden_stream(ctx)
+    batches = dict(stream)
+    if warm:
+        batches |= {f"warm{b}": batch_of(b, ctx.profile.batch_size, b) for b in sorted(set(buckets(learner)))}
+    got = ask_batches(learner, "ex04.counted", batches, model, stance=warm)
+    recompiled = got.text("recompiled", optional=True, limit=400)
+    if recompiled is None:
+        own = ask_batches(learner, "ex04.outputs", stream, model, compiled=True)
+        for name in stream:
+            assert_consistent(got.tensor(f"{name}.out"), own.tensor(f"{name}.out"),
+                              f"the counted stream's output on {name}", rtol=1e-4, atol=1e-6)
+    return got.value("frames", int), recompiled
+
+
+@check("ex04.stream.compile_bound", kind="structure", points=2, needs=NEEDS)
+def stream_compile_bound(learner, ctx) -> Measured:
+    """A hidden stream of random lengths compiles at most MAX_COMPILES times (and never hits the recompile limit)."""
+    frames, _ = _counted(learner, ctx, warm=False)
+    if frames > MAX_COMPILES:
+        limit = torch._dynamo.config.recompile_limit
+        cliff = (f" It reached recompile_limit={limit}: from then on Dynamo ran your model eagerly, silently."
+                 if frames >= limit else "")
+        raise Shortfall(f"{STREAM_BATCHES} batches compiled {frames} times; at most {MAX_COMPILES} allowed.{cliff} "
+                        "Each new padded length, and each new value of a Python number the model reads "
+                        "(a call counter?), is a recompile: TORCH_LOGS=recompiles names the failing guard.",
+                        measured=frames, required=MAX_COMPILES)
+    return Measured(frames, MAX_COMPILES, f"{frames} compiles for {STREAM_BATCHES} batches")
+
+
+@check("ex04.stream.no_recompile_after_warmup", kind="structure", points=2, needs=NEEDS)
+def stream_no_recompile(learner, ctx) -> Measured:
+    """After one batch per bucket, torch.compiler.set_stance('fail_on_recompile') holds over a hidden stream."""
+    _, recompiled = _counted(learner, ctx, warm=True)
+    if recompiled:
+        raise Shortfall(f"a batch recompiled after every bucket had been seen once: {recompiled}. A Python "
+                        "number that changes per call (a counter attribute?) or an unbucketed length does this.",
+                        measured=1, required=0)
+    return Measured(0, 0, "no recompiles after warm-up")
+
+
+@check("ex04.stream.speed", kind="speed", points=2, needs=NEEDS)
+def stream_speed(learner, ctx) -> Measured:
+    """A cold hidden stream (compiles included) runs faster than the grader's statically compiled NaiveTagger.
+
+    Each trial starts both sides from a fresh compile state and compiles with the ``aot_eager`` backend: what a
+    recompile costs is Dynamo's capture and AOTAutograd's trace, paid once per new shape, and without Inductor's
+    code generation (and its disk caches) that cost is measured in seconds and repeatably. The trials alternate
+    which side goes first; the grade is the median of their ratios."""
+    model = naive()
+    stream = hidden_stream(ctx)
+    device_model = naive().to(ctx.device)
+
+    def baseline() -> None:
+        torch.compiler.reset()
+        compiled = torch.compile(device_model, dynamic=False, backend=STREAM_BACKEND)
+        with torch.no_grad():
+            for seqs in stream.values():
+                compiled(torch.stack(seqs).to(ctx.device))
+
+    names = list(stream)
+    keep = [names[0], names[len(names) // 2], names[-1]]
+    payload, tensors = batches_payload(stream)
+    args, tensors = {**payload, "keep": keep, "backend": STREAM_BACKEND}, {**tensors, **weights(model)}
+    ratios, baseline_times, candidate_times = [], [], []
+    for trial in range(STREAM_TRIALS):
+        for side in ((0, 1) if trial % 2 == 0 else (1, 0)):
+            if side == 0:
+                baseline_times.append(time_baseline(baseline, learner, ctx.device)[0])
+            else:
+                seconds, got = time_once(learner, "ex04.cold_stream", args, tensors)
+                candidate_times.append(seconds)
+                for name in keep:
+                    assert_close(got.tensor(f"{name}.out"), per_sequence(model, stream[name]), torch.float32,
+                                 f"output of stream batch {name} during timing", MASK_HINT)
+        ratios.append(baseline_times[-1] / candidate_times[-1])
+    torch.compiler.reset()
+    speedup = statistics.median(ratios)
+    required = ctx.required_speedup("ex04.stream.speed")
+    detail = (f"{speedup:.2f}x the grader's statically compiled NaiveTagger over {len(stream)} cold batches "
+              f"(median of {STREAM_TRIALS} trials; {statistics.median(baseline_times):.2f} s vs "
+              f"{statistics.median(candidate_times):.2f} s, compiles included)")
+    if speedup < required:
+        raise Shortfall(f"the stream is too slow: {detail}; required {required:.2f}x. Count your compiles.",
+                        measured=speedup, required=required)
+    return Measured(speedup, required, detail)
+
+
+# Report rows follow the notebook: public checks first, as the tasks come.
+ORDER = ("ex04.collate.layout", "ex04.tagger.outputs", "ex04.stream.outputs", "ex04.stream.compile_bound",
+         "ex04.stream.no_recompile_after_warmup", "ex04.stream.speed")
+
+
+in_report_order(ORDER)

@@ -1,0 +1,119 @@
+"""Exercise 4, worker side: the learner's buckets, collate, MaskedTagger and compiled stream on the judge's data."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from coursekit.ex04 import MAX_LEN, NaiveTagger
+from grader.probing import Call, Failure, Reply, learner_call, plain, probe
+
+
+@probe("ex04.buckets")
+def buckets(call: Call) -> Reply:
+    """``bucket_length(n)`` for every n in 1..MAX_LEN."""
+    bucket_length = call.get("bucket_length")
+    values = []
+    for n in range(1, MAX_LEN + 1):
+        b = learner_call(bucket_length, (n,), f"bucket_length({n})")
+        if not isinstance(b, int) or isinstance(b, bool):
+            raise Failure(f"bucket_length({n}) returned {b!r:.60}: it must be an int of at least {n}")
+        values.append(b)
+    return Reply({"lengths": values})
+
+
+def seqs_of(call: Call, name: str) -> list[torch.Tensor]:
+    """A batch of sequences the judge sent as ``name.0``, ``name.1``, ... (CPU tensors, as collate gets them)."""
+    return [call.inputs[f"{name}.{i}"] for i in range(int(call.arg("rows")[name]))]
+
+
+def collated(call: Call, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    out = learner_call(call.get("collate"), (seqs_of(call, name),), "collate")
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise Failure("collate must return a tuple (tokens, mask)")
+    return out
+
+
+@probe("ex04.collate")
+def collated_batches(call: Call) -> Reply:
+    """``collate`` on each of the judge's batches: tokens and mask."""
+    tensors = {}
+    for name in call.arg("rows"):
+        tokens, mask = collated(call, name)
+        tensors |= {f"{name}.tokens": plain(tokens, "collate's tokens"), f"{name}.mask": plain(mask, "collate's mask")}
+    return Reply(tensors=tensors)
+
+
+def tagger(call: Call) -> nn.Module:
+    """The learner's MaskedTagger with the judge's weights, on the device."""
+    factory = call.get("MaskedTagger")
+    if not (isinstance(factory, type) and issubclass(factory, NaiveTagger)):
+        raise Failure("MaskedTagger must subclass NaiveTagger (class MaskedTagger(NaiveTagger))")
+    model = factory()
+    weights = {k.removeprefix("w."): v for k, v in call.inputs.items() if k.startswith("w.")}
+    missing, _ = model.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if k in weights]
+    if missing:
+        raise Failure(f"MaskedTagger lacks NaiveTagger's parameters {missing}: subclass NaiveTagger")
+    return model.to(call.device)
+
+
+def run_batches(call: Call, fn, names: list[str]) -> dict[str, torch.Tensor]:
+    outs = {}
+    for name in names:
+        tokens, mask = collated(call, name)
+        plain(tokens, "collate's tokens")
+        with torch.no_grad():
+            out = learner_call(fn, (tokens.to(call.device), mask.to(call.device)), "MaskedTagger")
+        outs[f"{name}.out"] = plain(out, "MaskedTagger's output")
+    return outs
+
+
+@probe("ex04.outputs")
+def outputs(call: Call) -> Reply:
+    """MaskedTagger (compiled with ``compile_tagger`` when asked) on each batch, in order."""
+    model = tagger(call)
+    if call.arg("compiled"):
+        torch.compiler.reset()
+        model = learner_call(call.get("compile_tagger"), (model,), "compile_tagger")
+    return Reply(tensors=run_batches(call, model, list(call.arg("rows"))))
+
+
+@probe("ex04.counted")
+def counted(call: Call) -> Reply:
+    """The stream compiled with a counting backend: frames after it (and whether a recompile was refused under
+    ``set_stance("fail_on_recompile")`` after one warm-up batch per bucket, when asked)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    model = tagger(call)
+    torch.compiler.reset()
+    counter = CompileCounterWithBackend("inductor")
+    compile_tagger = call.get("compile_tagger")
+    compiled = learner_call(lambda: compile_tagger(model, backend=counter), (), "compile_tagger")
+    warm = [n for n in call.arg("rows") if n.startswith("warm")]
+    stream = [n for n in call.arg("rows") if n.startswith("stream")]
+    run_batches(call, compiled, warm)
+    recompiled = None
+    if call.arg("stance"):
+        try:
+            with torch.compiler.set_stance("fail_on_recompile"):
+                outs = run_batches(call, compiled, stream)
+        except Failure as exc:
+            recompiled, outs = str(exc)[:300], {}
+    else:
+        outs = run_batches(call, compiled, stream)
+    return Reply({"frames": counter.frame_count, "recompiled": recompiled}, outs)
+
+
+@probe("ex04.cold_stream")
+def cold_stream(call: Call) -> Reply:
+    """A cold stream, timed by the judge: compile_tagger on a fresh compile state, then every batch in order.
+    The outputs of three batches come back for checking."""
+    model = tagger(call)
+    torch.compiler.reset()
+    compile_tagger = call.get("compile_tagger")
+    compiled = learner_call(lambda: compile_tagger(model, backend=call.arg("backend")), (), "compile_tagger")
+    outs = run_batches(call, compiled, list(call.arg("rows")))
+    if torch.device(call.device).type == "cuda":
+        torch.cuda.synchronize()
+    return Reply(tensors={k: v for k, v in outs.items() if k.split(".")[0] in call.arg("keep")})

@@ -1,0 +1,1 @@
+"""Exercise 5: contract, probes, public and hidden checks."""

@@ -1,0 +1,102 @@
+"""Exercise 5, hidden checks (instructor only): bugs planted in operators the notebook never shows, a real crash
+in AOTAutograd, and edge inputs for the fix.
+
+Which operators get a planted bug is drawn from the pools in ``probes.py`` with the secret seed, so a ladder or
+a bisection that hard-codes the exercise's answers fails here. Every pool entry is checked by
+``tests/test_debugging.py`` to fail at the rung and in the subsystem the checks expect.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from coursekit.debugging import Bug
+from coursekit.ex05 import make_input
+from grader.exercises.ex05.probes import DECOMPOSED, DEVICE, FIX_HINT, LOWERED
+from grader.exercises.ex05.public import ask_fix, compare_fb, expect_backend, expect_culprit, reference_fb
+from grader.registry import check, in_report_order
+
+DECOMPOSITION = "aot_eager_decomp_partition"
+
+
+def drawn(ctx) -> tuple[list[str], list[str]]:
+    """Three decomposed and three lowered operators, drawn with the secret seed."""
+    rng = random.Random(ctx.secret_seed)
+    return rng.sample(sorted(DECOMPOSED), 3), rng.sample(sorted(LOWERED), 3)
+
+
+def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str | None]]:
+    """``(op, decoy, bugs, expected first failing backend)`` for the ladder or the culprit check."""
+    (d1, d2, d3), (l1, l2, l3) = drawn(ctx)
+    if which == "ladder":
+        return [(d1, l3, (Bug("wrong_decomposition", d1),), DECOMPOSITION),
+                (l1, d3, (Bug("crashing_lowering", l1),), "inductor"),
+                (l2, d2, (Bug("wrong_lowering", l2),), "inductor"),
+                (d2, l1, (Bug("crashing_decomposition", d2),), DECOMPOSITION),
+                (d3, l2, (), None)]
+    return [(d3, l1, (Bug("wrong_decomposition", d3),), DECOMPOSITION),
+            (l2, d1, (Bug("crashing_lowering", l2),), "inductor"),
+            (l3, d2, (Bug("wrong_lowering", l3),), "inductor"),
+            (d1, l3, (Bug("crashing_decomposition", d1),), DECOMPOSITION),
+            (l1, d2, (), None)]
+
+
+def case_name(op: str, decoy: str, bugs: tuple[Bug, ...]) -> str:
+    planted = f"a {bugs[0]} planted by the grader" if bugs else "no planted bug"
+    return f"a model using {op} and {decoy}, with {planted}"
+
+
+@check("ex05.ladder.hidden", kind="correctness", points=3, needs=("first_failing_backend",))
+def ladder_hidden(learner, ctx) -> None:
+    """first_failing_backend finds the first failing rung for bugs planted in other operators, and none where
+    nothing is broken."""
+    for i, (op, decoy, bugs, expected) in enumerate(hidden_cases(ctx, "ladder")):
+        subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.secret_seed % 1000 + i}
+        expect_backend(learner, subject, bugs, expected, case_name(op, decoy, bugs))
+
+
+@check("ex05.ladder.inference_mode", kind="correctness", points=1, needs=("first_failing_backend",))
+def ladder_inference_mode(learner, ctx) -> None:
+    """first_failing_backend reports aot_eager for a real failure: a frozen teacher under torch.inference_mode()
+    inside a training graph (and nothing for the same model under torch.no_grad())."""
+    for mode, expected in (("no_grad", None), ("inference_mode", "aot_eager")):
+        subject = {"model": "distiller", "mode": mode, "seed": ctx.secret_seed % 1000}
+        expect_backend(learner, subject, (), expected, f"a student/teacher loss with the teacher under torch.{mode}()")
+
+
+@check("ex05.culprit.hidden", kind="correctness", points=3, needs=("find_culprit",))
+def culprit_hidden(learner, ctx) -> None:
+    """find_culprit names backend, subsystem and operator for bugs planted in operators the notebook never
+    shows, and None where nothing is broken."""
+    for i, (op, decoy, bugs, backend) in enumerate(hidden_cases(ctx, "culprit")):
+        subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.secret_seed % 1000 + 10 + i}
+        subsystem = {DECOMPOSITION: "decomposition", "inductor": "lowerings"}.get(backend)
+        expected = (backend, subsystem, bugs[0].op) if bugs else None
+        expect_culprit(learner, subject, bugs, expected, case_name(op, decoy, bugs))
+
+
+@check("ex05.fix.edge", kind="correctness", points=1, needs=("FixedGatedMLP",))
+def fix_edge(learner, ctx) -> None:
+    """FixedGatedMLP matches GatedMLP in float64 and on saturating inputs, eagerly and compiled under the bugs."""
+    seed = ctx.secret_seed % 1000 + 20
+    hint = ("Both rewritten operations must equal the originals everywhere: check very negative, near-zero and "
+            "very positive inputs (a piecewise function has a value on each piece). " + FIX_HINT)
+    for dtype in (torch.float64, torch.float32):
+        x = make_input(seed, DEVICE, scale=5.0, dtype=dtype)
+        want = reference_fb(seed, x, dtype, up_scale=4.0)
+        name = str(dtype).removeprefix("torch.")
+        got = ask_fix(learner, seed, x, compiled=dtype == torch.float32, dtype=name, up_scale=4.0)
+        compare_fb(got, "eager", want, dtype, f"FixedGatedMLP vs GatedMLP, eager, {name}, saturating inputs", hint)
+        if dtype == torch.float32:
+            compare_fb(got, "compiled", want, dtype, "FixedGatedMLP compiled under the planted bugs, saturating inputs",
+                       hint)
+
+
+# Report rows follow the notebook: public checks first, as the tasks come.
+ORDER = ("ex05.ladder.given", "ex05.ladder.hidden", "ex05.ladder.inference_mode", "ex05.culprit.given",
+         "ex05.culprit.hidden", "ex05.fix.values", "ex05.fix.one_graph", "ex05.fix.edge")
+
+
+in_report_order(ORDER)

@@ -1,0 +1,168 @@
+"""Exercise 5, worker side: plant the judge's compiler bugs in this process and run the learner's ladder,
+bisection and fix under them.
+
+The bugs must be planted where the learner's compile runs, so this process knows which operator is broken:
+see ``grader/README.md`` for what that means for forging an answer. Every model runs on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from coursekit.debugging import Bug, TinyDistiller, gist, lesson_input, planted, reset_bisector, restore_dispatch_state
+from coursekit.ex05 import GatedMLP, make_input, make_model
+from grader.probing import Call, Failure, Reply, plain, probe
+
+DEVICE = "cpu"
+FIX_HINT = ("Rewrite the two culprit operations in FixedGatedMLP (override activation and gate) with other "
+            "operations that compute the same values, so that no planted bug is reached.")
+# operators Inductor decomposes (a planted bug shows from aot_eager_decomp_partition on) ...
+DECOMPOSED: dict[str, Callable] = {"elu": F.elu, "softplus": F.softplus, "mish": F.mish,
+                                   "leaky_relu": lambda x: F.leaky_relu(x, negative_slope=0.1),
+                                   "hardsigmoid": F.hardsigmoid, "silu": F.silu, "celu": F.celu}
+# ... and operators it lowers as they are (a planted bug shows only with inductor)
+LOWERED: dict[str, Callable] = {"exp": torch.exp, "sin": torch.sin, "cos": torch.cos, "atan": torch.atan,
+                                "expm1": torch.expm1, "erf": torch.erf, "sinh": torch.sinh, "cosh": torch.cosh,
+                                "abs": torch.abs}
+OPS = {**DECOMPOSED, **LOWERED}
+
+
+class Probe(nn.Module):
+    """A tiny model around one operator under test and a decoy: LayerNorm, a projection, both operators."""
+
+    def __init__(self, op: str, decoy: str, dim: int = 16) -> None:
+        super().__init__()
+        self.op, self.decoy = op, decoy
+        self.norm = nn.LayerNorm(dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(self.norm(x))
+        return OPS[self.op](h * 1.3 + 0.2) * 0.5 + OPS[self.decoy](h) - h.mean(-1, keepdim=True)
+
+
+def subject(spec: dict[str, Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The model and input the judge names: the exercise's GatedMLP, a ``Probe`` around an operator, or lesson
+    5's student/teacher loss (all frozen, with seeded weights, on the CPU)."""
+    seed = int(spec["seed"])
+    if spec["model"] == "gated":
+        return make_model(seed, DEVICE).requires_grad_(False), (make_input(seed, DEVICE),)
+    if spec["model"] == "probe":
+        torch.manual_seed(seed)
+        return Probe(spec["op"], spec["decoy"]).to(DEVICE).requires_grad_(False), (make_input(seed, DEVICE,
+                                                                                              scale=1.0),)
+    torch.manual_seed(seed)
+    model = TinyDistiller(spec["mode"], dim=24, classes=6).to(DEVICE)
+    return model, (lesson_input(seed, DEVICE, batch=3, tokens=5, dim=24),)
+
+
+def call_learner(fn: Callable, args: tuple, what: str, hint: str = "") -> Any:
+    """``fn(*args)``, with this process left usable afterwards: dispatcher state a crashed compile left behind
+    is put back, and a bisection left half-way is switched off. A torch error escaping from learner code
+    becomes an unsettled ``Failure`` (the judge then starts a fresh worker)."""
+    failure = ""
+    try:
+        with restore_dispatch_state():
+            try:
+                return fn(*args)
+            except (NotImplementedError, AssertionError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - report it; torch may be half-way through a compile
+                if not type(exc).__module__.startswith("torch"):
+                    raise
+                failure = f"{what} raised {type(exc).__name__}: {gist(exc)}. {hint}".strip()
+            # the exception is gone here, and with it the failed compile's frames and dispatcher guards:
+            # leaving the block now puts the dispatcher keys back for good
+    finally:
+        reset_bisector()
+    raise Failure(failure, unsettled=True)
+
+
+def bugs(call: Call) -> tuple[Bug, ...]:
+    return tuple(Bug(kind, op) for kind, op in call.arg("bugs"))
+
+
+@probe("ex05.ladder")
+def ladder(call: Call) -> Reply:
+    """The learner's ``first_failing_backend`` on the judge's model, with the judge's bugs planted."""
+    model, args = subject(call.arg("subject"))
+    fn = call.get("first_failing_backend")
+    with planted(*bugs(call)):
+        got = call_learner(fn, (model, args), f"first_failing_backend on {call.arg('case')}",
+                           "A crash inside torch.compile is a failing rung: catch it (except Exception) and return "
+                           "that backend.")
+    return Reply({"answer": got if got is None or isinstance(got, str) else repr(got)[:100],
+                  "type": type(got).__name__})
+
+
+@probe("ex05.culprit")
+def culprit(call: Call) -> Reply:
+    """The learner's ``find_culprit`` on the judge's model, with the judge's bugs planted."""
+    model, args = subject(call.arg("subject"))
+    fn = call.get("find_culprit")
+    with planted(*bugs(call)):
+        got = call_learner(fn, (model, args), f"find_culprit on {call.arg('case')}",
+                           "The function you give do_bisect must return False on an exception, not raise it.")
+    if got is None:
+        return Reply({"answer": None})
+    if not (isinstance(got, tuple) and len(got) == 3):
+        return Reply({"answer": repr(got)[:200], "malformed": True})
+    return Reply({"answer": [x if x is None or isinstance(x, str) else repr(x)[:100] for x in got]})
+
+
+def fixed_model(call: Call, seed: int, dtype: torch.dtype) -> nn.Module:
+    """The learner's ``FixedGatedMLP`` loaded with a seeded ``GatedMLP``'s weights (scaled when asked)."""
+    factory = call.get("FixedGatedMLP")
+    if not (isinstance(factory, type) and issubclass(factory, GatedMLP)):
+        raise Failure("FixedGatedMLP must subclass GatedMLP (class FixedGatedMLP(GatedMLP)), so that it keeps the "
+                      "layers and the weights of the model it fixes")
+    reference = make_model(seed, DEVICE).to(dtype)
+    fixed = factory().to(DEVICE, dtype)
+    try:
+        fixed.load_state_dict(reference.state_dict())
+    except RuntimeError as exc:
+        raise Failure(f"FixedGatedMLP cannot load a GatedMLP's state_dict: {str(exc)[:200]}. Keep the same "
+                      "parameters, so trained weights still load into the fixed model.") from None
+    if call.arg("up_scale"):
+        with torch.no_grad():
+            fixed.up.weight.mul_(float(call.arg("up_scale")))  # pre-activations far into every regime
+    return fixed
+
+
+def forward_backward(model: Callable, module: nn.Module, x: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
+    """The output of ``model(x)`` and the gradients of its sum with respect to ``module``'s parameters."""
+    module.zero_grad(set_to_none=True)
+    out = model(x)
+    plain(out, "the model's output")
+    out.sum().backward()
+    return {f"{prefix}.out": out.detach().cpu(),
+            **{f"{prefix}.grad.{n}": p.grad.detach().cpu() for n, p in module.named_parameters() if p.grad is not None}}
+
+
+@probe("ex05.fix")
+def fix(call: Call) -> Reply:
+    """FixedGatedMLP's output and gradients eagerly, and compiled with Inductor (or the judge's counting backend)
+    while the exercise's bugs are planted."""
+    from coursekit.ex05 import _EXERCISE_BUGS
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    dtype = getattr(torch, call.arg("dtype"))
+    fixed = fixed_model(call, int(call.arg("seed")), dtype)
+    x = call.input("x")
+    out = call_learner(forward_backward, (fixed, fixed, x, "eager"), "FixedGatedMLP", FIX_HINT)
+    values = {}
+    if call.arg("compiled"):
+        counter = CompileCounterWithBackend("inductor")
+        with planted(*_EXERCISE_BUGS):
+            compiled = torch.compile(fixed, backend=counter if call.arg("count") else "inductor")
+            out |= call_learner(forward_backward, (compiled, fixed, x, "compiled"),
+                                "torch.compile(FixedGatedMLP) with the planted bugs",
+                                "A planted bug still reaches your model: run your ladder and find_culprit on "
+                                "FixedGatedMLP. " + FIX_HINT)
+        values = {"frames": counter.frame_count, "ops": counter.op_count} if call.arg("count") else {}
+    return Reply(values, out)

@@ -1,0 +1,1 @@
+"""Exercise 6: contract, probes, public and hidden checks."""

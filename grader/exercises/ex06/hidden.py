@@ -1,0 +1,93 @@
+"""Exercise 6, hidden checks (instructor only): another model shape, other schedules, and the measured
+compile-time ratio."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import torch
+
+from coursekit.ex06 import DEPTH, loss_fn, make_batch, make_model
+from grader.exercises.ex06.probes import REGIONAL_HINT, counter
+from grader.exercises.ex06.public import expect_no_recompile, expect_one_block_graph, expect_regional_values
+from grader.exercises.ex06.public import expect_same_training
+from grader.judging import assert_close
+from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.speed import time_baseline, time_once
+
+OTHER_SHAPE = {"depth": 5, "dim": 48, "heads": 3}
+TIMING_TRIALS = 3
+
+
+@check("ex06.regional.other_model", kind="correctness", points=1, needs=("compile_blocks",))
+def regional_other_model(learner, ctx) -> None:
+    """compile_blocks works on a ViT of another depth and width: same values, one shared graph."""
+    seed = ctx.secret_seed % 1000
+    expect_regional_values(learner, ctx, seed, OTHER_SHAPE)
+    expect_one_block_graph(learner, ctx, seed + 1, OTHER_SHAPE)
+
+
+def other_schedules(ctx) -> list[tuple[str, float, int]]:
+    """Two schedules and learning rates the notebook never uses, drawn with the secret seed."""
+    rng = random.Random(ctx.secret_seed)
+    return [(name, rng.choice((3e-4, 2e-3, 5e-3)), 6)
+            for name in rng.sample(["CosineAnnealingLR", "LinearLR", "StepLR"], 2)]
+
+
+@check("ex06.step.other_schedules", kind="correctness", points=2, needs=("make_optimizer", "make_train_step"))
+def step_other_schedules(learner, ctx) -> None:
+    """Other schedulers and learning rates: the compiled loop follows the eager one and never recompiles."""
+    for i, (name, lr, steps) in enumerate(other_schedules(ctx)):
+        what = f"{name} from lr {lr:g}"
+        expect_same_training(learner, ctx, 10 + i, lr, name, steps, what)
+        expect_no_recompile(learner, ctx, 20 + i, lr, name, steps, what)
+
+
+def whole_model_capture(ctx, seed: int):
+    """The grader's baseline: the whole model compiled (``aot_eager``, counted) from a fresh compile state, then one
+    forward and backward."""
+
+    def run() -> torch.Tensor:
+        torch.compiler.reset()
+        model = make_model(seed, ctx.device)
+        images, labels = make_batch(seed, ctx.device)
+        compiled = torch.compile(model, backend=counter("aot_eager"))
+        loss = loss_fn()(compiled(images), labels)
+        loss.backward()
+        return loss.detach()
+
+    return run
+
+
+@check("ex06.regional.compile_time", kind="speed", points=2, needs=("compile_blocks",), fresh=True)
+def regional_compile_time(learner, ctx) -> Measured:
+    """Regional compilation captures a cold first step several times faster than compiling the whole model."""
+    time_baseline(whole_model_capture(ctx, 0), learner, ctx.device)  # the first capture pays for imports
+    time_once(learner, "ex06.cold_capture", {"seed": 0})
+    whole_s, regional_s = [], []
+    for trial in range(TIMING_TRIALS):
+        seconds, want = time_baseline(whole_model_capture(ctx, trial), learner, ctx.device)
+        whole_s.append(seconds)
+        seconds, got = time_once(learner, "ex06.cold_capture", {"seed": trial})
+        if got.value("frames", int) == 0:
+            raise AssertionError("compile_blocks compiled nothing with the backend it was given. " + REGIONAL_HINT)
+        assert_close(got.tensor("loss"), want, torch.float32, "the loss of the first step after compile_blocks",
+                     REGIONAL_HINT)
+        regional_s.append(seconds)
+    ratio = statistics.median(whole_s) / statistics.median(regional_s)
+    required = ctx.required_speedup("ex06.regional.compile_time")
+    detail = (f"cold capture (Dynamo + AOTAutograd, backend aot_eager) of a {DEPTH}-block ViT: whole model "
+              f"{statistics.median(whole_s):.2f} s, compile_blocks {statistics.median(regional_s):.2f} s "
+              f"(medians of {TIMING_TRIALS}), {ratio:.2f}x")
+    if ratio < required:
+        raise Shortfall(f"regional compilation should cut the cold compile: {detail}; required {required:.2f}x. "
+                        + REGIONAL_HINT, measured=ratio, required=required)
+    return Measured(ratio, required, detail)
+
+
+# Report rows follow the notebook: public checks first, as the tasks come.
+ORDER = ("ex06.regional.values", "ex06.regional.one_graph", "ex06.regional.other_model", "ex06.regional.compile_time",
+         "ex06.optimizer.tensor_lr", "ex06.step.values", "ex06.step.no_recompile", "ex06.step.other_schedules")
+
+in_report_order(ORDER)

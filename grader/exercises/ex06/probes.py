@@ -1,0 +1,172 @@
+"""Exercise 6, worker side: the learner's regional compilation, optimizer and compiled training loop on the given
+ViT, with the judge's seeds; and a cold capture the judge times.
+
+Compiles here use the cheap backends ``aot_eager`` and ``eager`` wrapped in a counter: what is checked (how many
+graphs, which code they hold, whether a new learning rate recompiles, the values) is decided before Inductor
+runs, and it keeps every check to seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, StepLR
+
+from coursekit.ex06 import loss_fn, make_batch, make_model, make_scheduler
+from grader.probing import Call, Failure, Reply, learner_call, plain, probe
+
+STEP_DEPTH = 2  # the training-loop checks use a shallow model: compiling AdamW's step costs time per parameter
+REGIONAL_HINT = ("Compile each block of model.blocks in place with block.compile(backend=backend) and return the "
+                 "model: the blocks share one compiled graph, and the rest of the model stays eager.")
+STEP_HINT = ("step(images, labels) computes the cross-entropy of model(images), calls backward, runs the compiled "
+             "optimizer.step() and scheduler.step(), clears the gradients, and returns loss.detach().")
+SCHEDULES = {"exercise": make_scheduler, "CosineAnnealingLR": partial(CosineAnnealingLR, T_max=6),
+             "LinearLR": partial(LinearLR, start_factor=0.25, total_iters=4),
+             "StepLR": partial(StepLR, step_size=2, gamma=0.5)}
+
+
+def counter(backend: str = "aot_eager"):
+    """A backend that counts the frames it compiles and keeps their graphs (``.graphs``)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    return CompileCounterWithBackend(backend)
+
+
+def linears(graph: torch.fx.GraphModule) -> int:
+    """How many linear layers a Dynamo graph calls."""
+    return sum(1 for n in graph.graph.nodes if n.op == "call_function" and "linear" in str(n.target))
+
+
+def regional(call: Call, seed: int, backend: Any, shape: dict) -> tuple[nn.Module, nn.Module, list[str]]:
+    torch.compiler.reset()
+    model = make_model(seed, call.device, **shape)
+    keys = list(model.state_dict())
+    got = learner_call(call.get("compile_blocks"), (model, backend), "compile_blocks", REGIONAL_HINT)
+    if not isinstance(got, nn.Module):
+        raise Failure(f"compile_blocks returned {type(got).__name__}; return the model. " + REGIONAL_HINT)
+    return got, model, keys
+
+
+def forward_backward(model: nn.Module, params: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
+                     what: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss of ``model`` on ``batch`` and the gradients it leaves on ``params``' parameters."""
+    params.zero_grad(set_to_none=True)
+    loss = learner_call(lambda: loss_fn()(model(batch[0]), batch[1]), (), what, REGIONAL_HINT)
+    out = plain(loss, what)
+    loss.backward()
+    return out, {n: p.grad.detach().cpu() for n, p in params.named_parameters() if p.grad is not None}
+
+
+@probe("ex06.regional")
+def regional_values(call: Call) -> Reply:
+    """``compile_blocks`` with ``aot_eager``: the state_dict keys before and after, and the loss and gradients of one
+    step on the judge's batch seed."""
+    seed, shape = int(call.arg("seed")), call.arg("shape") or {}
+    got, model, keys = regional(call, seed, "aot_eager", shape)
+    loss, grads = forward_backward(got, model, make_batch(seed + 100, call.device), "the model after compile_blocks")
+    return Reply({"keys_before": keys, "keys_after": list(got.state_dict())},
+                 {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}})
+
+
+@probe("ex06.regional_graphs")
+def regional_graphs(call: Call) -> Reply:
+    """``compile_blocks`` with a counting backend over two steps: frames after each, and linears per graph."""
+    seed, shape = int(call.arg("seed")), call.arg("shape") or {}
+    count = counter("aot_eager")
+    got, model, _ = regional(call, seed, count, shape)
+    first, _ = forward_backward(got, model, make_batch(seed, call.device), "the model after compile_blocks")
+    frames_first = count.frame_count
+    second, _ = forward_backward(got, model, make_batch(seed + 1, call.device), "the model after compile_blocks")
+    return Reply({"depth": len(model.blocks), "frames_first": frames_first, "frames_second": count.frame_count,
+                  "linears": [linears(g) for g in count.graphs]}, {"losses": torch.stack([first, second])})
+
+
+@probe("ex06.optimizer")
+def optimizer(call: Call) -> Reply:
+    """``make_optimizer(model, lr)`` for each of the judge's learning rates: what it built; and the weights after
+    one step of the first, with the judge's gradients."""
+    model = make_model(0, call.device, depth=STEP_DEPTH)
+    found, stepped = [], {}
+    for lr in call.arg("lrs"):
+        opt = learner_call(call.get("make_optimizer"), (model, lr), "make_optimizer")
+        params = [p for g in getattr(opt, "param_groups", []) for p in g["params"]]
+        group = opt.param_groups[0] if getattr(opt, "param_groups", None) else {}
+        rate = group.get("lr")
+        found.append({"type": type(opt).__name__, "adamw": isinstance(opt, torch.optim.AdamW),
+                      "every_param_once": {id(p) for p in params} == {id(p) for p in model.parameters()}
+                      and len(params) == len(list(model.parameters())),
+                      "lr_type": type(rate).__name__, "lr_is_tensor": isinstance(rate, torch.Tensor),
+                      "lr": float(rate) if isinstance(rate, (float, int, torch.Tensor)) else None,
+                      "weight_decay": float(group["weight_decay"]) if isinstance(group.get("weight_decay"), (int, float))
+                      else None})
+        if not stepped:  # one step with the judge's gradients, on a fresh copy of the model
+            fresh = make_model(0, call.device, depth=STEP_DEPTH)
+            opt = learner_call(call.get("make_optimizer"), (fresh, lr), "make_optimizer")
+            for name, p in fresh.named_parameters():
+                p.grad = call.input(f"grad.{name}")
+            learner_call(opt.step, (), "the optimizer's step()")
+            stepped = {f"w.{n}": p.detach().cpu() for n, p in fresh.named_parameters()}
+    return Reply({"optimizers": found}, stepped)
+
+
+def learner_run(call: Call, backend: Any, on_step=None) -> tuple[list[torch.Tensor], list[float], nn.Module]:
+    """The learner's loop: ``make_optimizer``, the judge's schedule and ``make_train_step`` with ``backend``."""
+    torch.compiler.reset()
+    seed, lr, steps = int(call.arg("seed")), float(call.arg("lr")), int(call.arg("steps"))
+    model = make_model(seed, call.device, depth=STEP_DEPTH)
+    opt = learner_call(call.get("make_optimizer"), (model, lr), "make_optimizer")
+    sched = SCHEDULES[call.arg("schedule")](opt)
+    step = learner_call(call.get("make_train_step"), (model, opt, sched, backend), "make_train_step", STEP_HINT)
+    if not callable(step):
+        raise Failure("make_train_step must return a function step(images, labels) -> loss. " + STEP_HINT)
+    losses, lrs = [], []
+    for i in range(steps):
+        images, labels = make_batch(seed * 1000 + i, call.device)
+        loss = learner_call(step, (images, labels), f"step {i + 1} of your training loop", STEP_HINT)
+        value = plain(loss, "step's result")
+        if loss.requires_grad:
+            raise Failure("step returned a loss that still requires grad: return loss.detach(). " + STEP_HINT)
+        losses.append(value)
+        lrs.append(float(opt.param_groups[0]["lr"]))
+        if on_step is not None:
+            on_step(i)
+    return losses, lrs, model
+
+
+@probe("ex06.train")
+def train(call: Call) -> Reply:
+    """The learner's compiled loop (``aot_eager``): losses, learning rates and final weights."""
+    losses, lrs, model = learner_run(call, "aot_eager")
+    return Reply({"lrs": lrs}, {"losses": torch.stack(losses),
+                                **{f"w.{k}": v.detach().cpu() for k, v in model.state_dict().items()}})
+
+
+@probe("ex06.train_frames")
+def train_frames(call: Call) -> Reply:
+    """The learner's loop with a counting ``eager`` backend: frames after each step, and whether AdamW's update
+    (its addcdiv/addcmul) is in a compiled graph."""
+    count = counter("eager")
+    frames: list[int] = []
+    losses, _, _ = learner_run(call, count, on_step=lambda i: frames.append(count.frame_count))
+    return Reply({"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs)},
+                 {"losses": torch.stack(losses)})
+
+
+@probe("ex06.cold_capture")
+def cold_capture(call: Call) -> Reply:
+    """From a fresh compile state: ``compile_blocks`` on a new ViT with a counting ``aot_eager`` backend, then one
+    forward and backward. The judge times this request on its own clock."""
+    torch.compiler.reset()
+    seed = int(call.arg("seed"))
+    model = make_model(seed, call.device)
+    images, labels = make_batch(seed, call.device)
+    count = counter("aot_eager")
+    compiled = learner_call(call.get("compile_blocks"), (model, count), "compile_blocks", REGIONAL_HINT)
+    loss = loss_fn()(compiled(images), labels)
+    loss.backward()
+    if torch.device(call.device).type == "cuda":
+        torch.cuda.synchronize()
+    return Reply({"frames": count.frame_count}, {"loss": plain(loss, "the loss")})

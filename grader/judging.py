@@ -1,0 +1,70 @@
+"""Judge-side helpers shared by every exercise's checks: comparisons with teaching messages, fixtures."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from grader.exercises import HERE
+
+# (rtol, atol) per dtype of the inputs
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-9),
+    torch.float32: (1e-4, 1e-5),
+    torch.bfloat16: (2e-2, 2e-2),
+    torch.float16: (1e-2, 1e-3),
+}
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str, hint: str = "") -> None:
+    """Compare with the tolerance for ``dtype``; the message shows the largest difference."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise AssertionError(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+                             + (" (a scalar: reduce to one number)" if expected.dim() == 0 else ""))
+    if actual.dtype == torch.bool or expected.dtype == torch.bool:
+        actual, expected = actual.to(torch.float64), expected.to(torch.float64)
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    if not torch.isfinite(a).all() and torch.isfinite(e).all():
+        raise AssertionError(f"{what} contains inf or nan where the reference is finite. {hint}".strip())
+    rtol, atol = TOLERANCES[dtype]
+    if not torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
+        diff = (a - e).abs().nan_to_num(float("inf")).max().item()
+        shown = f"got {a.item():.7g}, expected {e.item():.7g}" if a.dim() == 0 else f"max abs difference {diff:.3g}"
+        raise AssertionError(f"{what}: {shown} (tolerance for {str(dtype).removeprefix('torch.')}: "
+                             f"rtol={rtol:g}, atol={atol:g}). {hint}".strip())
+
+
+def fixture_path(exercise: str) -> Path:
+    return HERE / exercise / "fixtures.safetensors"
+
+
+@cache
+def fixtures(exercise: str) -> dict[str, torch.Tensor]:
+    """The stored inputs and expected values of ``exercise``'s public cases (``make fixtures`` writes them)."""
+    import safetensors.torch
+
+    path = fixture_path(exercise)
+    if not path.is_file():
+        raise AssertionError(f"{path.name} is missing for {exercise}: the public checks compare against it "
+                             "(an instructor runs `make fixtures`)")
+    return safetensors.torch.load_file(str(path))
+
+
+def fixture(exercise: str, name: str) -> torch.Tensor:
+    """One stored tensor."""
+    return fixtures(exercise)[name]
+
+
+def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """A structure probe's values must be the ones the learner's code gives for the same inputs when asked
+    directly: answers made up without running the code break the protocol (the submission is zeroed with a flag).
+    The verdict of the structure check itself stays with the counts, so honest code that computes wrong values
+    keeps the structure points it earns, as before."""
+    from grader.protocol import ProtocolError
+
+    if tuple(seen.shape) != tuple(own.shape) or not torch.allclose(seen.double(), own.double(), rtol=rtol, atol=atol,
+                                                                     equal_nan=True):
+        raise ProtocolError(f"inconsistent answers: {what} differs from what the same code gave for the same inputs")

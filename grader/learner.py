@@ -1,0 +1,396 @@
+"""How a check reaches learner code: ``learner.ask(probe, args, tensors)`` returns what a probe observed.
+
+Two learners implement the same interface:
+
+* ``RemoteLearner``, the grade: the notebook's definitions live in a sandboxed worker process
+  (``grader.worker``), started from a fork server that imported torch once. The judge (this process)
+  never runs learner code. It sends a request, waits for exactly one answer with a deadline, a memory cap
+  and a disk floor, and parses the answer with ``grader.protocol`` (no pickle). A worker that dies, hangs,
+  grows too large or breaks the protocol is ended with everything it started; the next check gets a
+  fresh worker. While the judge times its own baseline, ``frozen()`` holds every learner process stopped.
+* ``LocalLearner``, the learner's own feedback in a notebook: probes run in the same kernel. It is never
+  a grade.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+from coursekit.profile import Profile
+from grader import containment, sandbox
+from grader.protocol import (ERROR_KINDS, Answer, Deadline, ProtocolError, clip, pack, readable, recv_frame,
+                             send_frame, unpack)
+
+START_METHOD_ENV = "GRADER_START_METHOD"  # "forkserver" (default where available) or "spawn"
+PRELOAD = ["grader.preload"]  # what the fork server imports once
+SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE|^GRADER_", re.IGNORECASE)
+LOAD_TIMEOUT_S = 120.0
+MIN_FREE_DISK = 1024**3  # a worker that leaves less free disk than this is stopped
+ROOT = Path(__file__).resolve().parents[1]
+SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions
+SEED_SKIP = ("fxgraph", "aotautograd", "locks")  # cached graphs carry the source lines that compiled them
+
+
+class LearnerFailure(AssertionError):
+    """The learner's code failed inside a probe; the message says what to fix."""
+
+
+class Unsettled(LearnerFailure):
+    """A failure after which torch in the worker may be half-way through a compile: the worker is replaced."""
+
+
+class WorkerLost(AssertionError):
+    """The worker died, hung, or outgrew its limits during a check; it has been ended."""
+
+
+@dataclass
+class Limits:
+    """What one worker may use."""
+
+    memory_bytes: int
+    check_timeout_s: float
+    min_free_disk: int = MIN_FREE_DISK
+
+
+def default_memory_limit() -> int:
+    """Bytes a worker (with its children) may hold: 60% of this machine's memory, at most 32 GiB."""
+    return int(min(0.6 * psutil.virtual_memory().total, 32 * 1024**3))
+
+
+@contextlib.contextmanager
+def scrubbed_environ() -> Iterator[None]:
+    """No secret in this process's environment while it starts a process (which copies it, and which a worker
+    could read back from its own ``/proc/self/environ``)."""
+    saved = {k: v for k, v in os.environ.items() if SECRET_ENV.search(k)}
+    for k in saved:
+        del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def worker_context() -> mp.context.BaseContext:
+    """Workers fork from a server that imported torch, timm and the probes once (``forkserver``), or start from
+    scratch (``spawn``, ``GRADER_START_METHOD=spawn``). The server imports modules and runs nothing else."""
+    method = os.environ.get(START_METHOD_ENV) or ("forkserver" if "forkserver" in mp.get_all_start_methods()
+                                                   else "spawn")
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _worker_modules() -> list[Path]:
+    """The grader's files a worker may read: its own code and the probes and contracts (public in the kit)."""
+    grader = ROOT / "grader"
+    files = [grader / n for n in ("__init__.py", "protocol.py", "worker.py", "loader.py", "sandbox.py",
+                                  "probing.py", "notebook.py", "quiet.py", "preload.py")]
+    exercises = grader / "exercises"
+    files.append(exercises / "__init__.py")
+    for folder in sorted(exercises.glob("ex[0-9][0-9]")):
+        files += [folder / n for n in ("__init__.py", "probes.py", "contract.py")]
+    return [f for f in files if f.exists()]
+
+
+def policy_for(scratch: Path, device: str) -> sandbox.Policy:
+    """What a worker may touch: its scratch folder, the Python installation, ``coursekit/`` and the grader's
+    worker-side modules; nothing else of the repository (solutions, hidden checks, references, thresholds,
+    calibration, reports, submissions)."""
+    execute, read = sandbox.default_read_paths([ROOT / "coursekit", *_worker_modules()])
+    devices = [Path(p) for p in ("/dev/null", "/dev/zero", "/dev/full")]
+    if device.startswith("cuda"):
+        devices += sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]
+        read += [Path("/proc/driver/nvidia")]
+    return sandbox.Policy(scratch=scratch, read=read, list_only=[ROOT / "grader"], execute=execute, devices=devices)
+
+
+def _death(exitcode: int | None) -> str:
+    import signal
+
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode} (sys.exit or os._exit in your code?)"
+
+
+def explain(error: dict[str, Any], contract: str, problems: list[str], probe: str) -> LearnerFailure:
+    """The judge's teaching message for a failure a probe reported."""
+    kind = error.get("kind")
+    if kind not in ERROR_KINDS:
+        raise ProtocolError(f"probe {probe} reported an unknown kind of failure")
+    where = clip(error.get("where") or "")
+    if kind == "missing":
+        name = clip(error.get("name"), 100)
+        why = "".join(f"\n  - {p}" for p in problems)
+        return LearnerFailure(f"`{name}` is not defined in your notebook. Expected: {contract}"
+                              + (f"\nWhile loading your notebook:{why}" if why else ""))
+    if kind == "not_implemented":
+        return LearnerFailure(f"not implemented yet{where}: replace `raise NotImplementedError()` with your solution")
+    if kind in ("assertion", "unsettled"):
+        message = clip(error.get("message") or "your code failed this check")
+        return (Unsettled if kind == "unsettled" else LearnerFailure)(message)
+    first = clip(error.get("message") or "", 500)
+    etype = clip(error.get("type") or "Exception", 80)
+    if error.get("dynamo"):
+        return Unsettled(f"torch.compile could not capture your code as one graph{where}: {first or etype}. Run "
+                         "torch._dynamo.explain(fn)(*args) or set TORCH_LOGS=graph_breaks to see where it breaks.")
+    if "can't allocate memory" in first or "not enough memory" in first or etype == "MemoryError":
+        return LearnerFailure(f"your code ran out of memory{where}: the grading process may use at most its memory "
+                              "limit. A huge allocation, or tensors kept alive in a list?")
+    failure = Unsettled if error.get("torch") else LearnerFailure
+    return failure(f"your code raised {etype}: {first}{where}")
+
+
+@dataclass
+class _Worker:
+    proc: Any
+    conn: Any
+    log: Path
+
+
+class RemoteLearner:
+    """The notebook's definitions in a sandboxed worker process; see the module docstring."""
+
+    def __init__(self, cells: list[str], exercise: str, profile: Profile, limits: Limits, *,
+                 report: sandbox.Report, workdir: Path) -> None:
+        self.cells, self.exercise, self.profile, self.limits = cells, exercise, profile, limits
+        self.report = report
+        self.workdir = workdir
+        self.problems: list[str] = []
+        self.deadline = float("inf")
+        self._worker: _Worker | None = None
+        self._next_id = 0
+        self._starts = 0
+        self._scratch: Path | None = None
+        self.local = False
+        containment.become_subreaper()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _new_scratch(self, seeded: bool = True) -> Path:
+        """A new, private scratch folder; unless ``seeded`` is False, its compile caches start as a copy of the
+        kernels compiled while the reference solution was graded (``SEED_ROOT/<exercise>``, see ``harvest``).
+        Unseeded, only Inductor's precompiled C++ header is copied: a compile timed cold then compares with the
+        judge's, which keeps that header too."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        self._scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.workdir))
+        seed = SEED_ROOT / self.exercise
+        source, target = (seed, self._scratch) if seeded else (seed / "tmp", self._scratch / "tmp")
+        if source.is_dir():  # unseeded (a check that times compiling) still gets the precompiled header, as the judge
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        return self._scratch
+
+    def harvest(self) -> None:
+        """Keep the kernels this worker compiled as the seed for later workers of this exercise. Only for a
+        trusted notebook (a reference solution): a seed's compiled kernels are loaded by other learners' workers.
+        Cached graphs are left out, since they carry the source lines that compiled them."""
+        if self._scratch is None:
+            return
+        seed = SEED_ROOT / self.exercise
+        # the compile caches, and Inductor's precompiled C++ header (kept under TMPDIR, whatever the cache dir)
+        kept = ["inductor", "triton", *(str(p.relative_to(self._scratch)) for p in
+                                         self._scratch.glob("tmp/torchinductor_*/precompiled_headers"))]
+        for name in kept:
+            source = self._scratch / name
+            if source.is_dir():
+                shutil.copytree(source, seed / name, dirs_exist_ok=True,
+                                ignore=lambda d, names: [n for n in names if n in SEED_SKIP or n.startswith("tmp")])
+
+    def start(self, fresh: bool = False) -> None:
+        """Start a worker and load the notebook into it; ``fresh`` also empties its scratch (compile caches)."""
+        self.close_worker()
+        scratch = self._new_scratch(seeded=not fresh) if fresh or self._scratch is None else self._scratch
+        self._starts += 1
+        log = self.workdir / f"worker-{self._starts}.log"
+        config = {
+            "scratch": str(scratch), "log": str(log), "profile": self.profile.name, "device": self.profile.device,
+            "environ": {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)},
+            "data_limit": self.limits.memory_bytes if self.profile.device_class == "cpu" else None,
+            "policy": {k: ([str(p) for p in v] if isinstance(v, list) else str(v))
+                       for k, v in vars(policy_for(scratch, self.profile.device)).items()},
+            "sandbox": {k: v for k, v in vars(self.report).items()},
+        }
+        ctx = worker_context()
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_serve, args=(child, config), daemon=True)
+        with scrubbed_environ():
+            proc.start()
+        child.close()
+        os.set_blocking(parent.fileno(), False)
+        self._worker = _Worker(proc, parent, log)
+        saved, self.deadline = self.deadline, time.monotonic() + LOAD_TIMEOUT_S
+        try:
+            answer = self._request({"op": "load", "cells": self.cells}, what="loading the notebook")
+        finally:
+            self.deadline = saved
+        self.problems = [clip(p, 500) for p in answer.strings("problems")]
+
+    @property
+    def alive(self) -> bool:
+        return self._worker is not None and self._worker.proc.is_alive()
+
+    def pids(self) -> set[int]:
+        return {self._worker.proc.pid} if self._worker is not None and self._worker.proc.pid else set()
+
+    def close_worker(self) -> None:
+        """End the worker and everything it started."""
+        if self._worker is None:
+            return
+        worker, self._worker = self._worker, None
+        containment.end_all({worker.proc.pid} if worker.proc.pid else set())
+        with contextlib.suppress(Exception):
+            worker.proc.join(2)
+        with contextlib.suppress(Exception):
+            worker.conn.close()
+
+    def close(self) -> None:
+        self.close_worker()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def __enter__(self) -> RemoteLearner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ requests
+
+    def _tail(self) -> str:
+        log = self._worker.log if self._worker else None
+        text = log.read_text(errors="replace") if log and log.exists() else ""
+        return clip(text[-600:].strip(), 600)
+
+    def _lost(self, message: str) -> WorkerLost:
+        self.close_worker()
+        return WorkerLost(message)
+
+    def _check_limits(self) -> None:
+        """Called while waiting on the worker: stop it if it outgrows its memory or fills the disk."""
+        if containment.tree_rss(self.pids()) > self.limits.memory_bytes:
+            raise self._lost(f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
+                             "of memory and was stopped: a huge allocation, or tensors kept alive in a list?")
+        if self._scratch is not None and shutil.disk_usage(self._scratch).free < self.limits.min_free_disk:
+            raise self._lost("your code filled the disk and was stopped: it may write only small files")
+
+    @staticmethod
+    def _unsolicited(fd: int) -> bool:
+        """True if a message is waiting that nobody asked for (a closed channel is not one: a death shows later)."""
+        if not readable(fd):
+            return False
+        try:
+            recv_frame(fd, time.monotonic() + 1.0)
+        except (EOFError, OSError):
+            return False
+        except (Deadline, ProtocolError):
+            return True
+        return True
+
+    def _request(self, header: dict, tensors: dict | None = None, what: str = "this check") -> Answer:
+        if self._worker is None:
+            self.start()
+        worker = self._worker
+        fd = worker.conn.fileno()
+        if self._unsolicited(fd):
+            raise ProtocolError("the worker sent a message nobody asked for")
+        rid = self._next_id = self._next_id + 1
+        started = time.monotonic()
+        try:
+            send_frame(fd, pack({**header, "id": rid}, tensors), self.deadline, self._check_limits)
+            data = recv_frame(fd, self.deadline, self._check_limits)
+        except Deadline:
+            raise self._lost(f"{what} took longer than {time.monotonic() - started:.0f} s: an endless loop, a "
+                             "blocking call, or far too slow a solution?") from None
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            worker.proc.join(5)
+            tail = self._tail()
+            raise self._lost(f"the grading process {_death(worker.proc.exitcode)} while running {what}"
+                             + (f"; its last output:\n{tail}" if tail else "")) from None
+        header_in, tensors_in = unpack(data)
+        if header_in.get("id") != rid or not isinstance(header_in.get("ok"), bool):
+            raise ProtocolError("the worker answered out of turn")
+        if self._unsolicited(fd):
+            raise ProtocolError("the worker sent more than one answer")
+        if header_in["ok"]:
+            values = header_in.get("values")
+            if not isinstance(values, dict):
+                raise ProtocolError("the worker's answer has no values")
+            return Answer(header.get("probe", header.get("op", "")), values, tensors_in)
+        error = header_in.get("error")
+        if not isinstance(error, dict):
+            raise ProtocolError("the worker's failure report is malformed")
+        from grader.interface import contract
+
+        raise explain(error, contract(self.exercise, error.get("name")), self.problems, header.get("probe", ""))
+
+    def ask(self, probe: str, args: dict | None = None, tensors: dict[str, torch.Tensor] | None = None,
+            what: str = "this check") -> Answer:
+        """Run ``probe`` in the worker on ``args`` and ``tensors``; what it observed, or ``LearnerFailure``."""
+        return self._request({"probe": probe, "args": args or {}}, tensors, what)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Every learner process stopped (SIGSTOP) inside the block."""
+        with containment.stopped(self.pids()):
+            yield
+
+
+class LocalLearner:
+    """Probes run in this very process, on a namespace (a learner's own notebook): feedback, never a grade."""
+
+    local = True
+
+    def __init__(self, namespace: dict[str, Any], exercise: str, profile: Profile) -> None:
+        self.namespace, self.exercise, self.profile = namespace, exercise, profile
+        self.problems: list[str] = []
+        self.state: dict = {}
+        self.deadline = float("inf")
+
+    def start(self, fresh: bool = False) -> None:
+        self.state = {}
+
+    def ask(self, probe: str, args: dict | None = None, tensors: dict[str, torch.Tensor] | None = None,
+            what: str = "this check") -> Answer:
+        from grader import probing
+        from grader.interface import contract
+
+        call = probing.Call(self.namespace, args or {}, {k: v.detach().cpu().clone() for k, v in (tensors or {}).items()},
+                            self.profile.device, self.state)
+        try:
+            reply = probing.run(probe, call)
+        except Exception as exc:  # noqa: BLE001 - the learner's failure, explained as the grader would
+            error = probing.describe_error(exc)
+            raise explain(error, contract(self.exercise, error.get("name")), self.problems, probe) from None
+        _, tensors_out = unpack(pack({}, reply.tensors))  # the same copies and checks as over the wire
+        return Answer(probe, dict(reply.values), tensors_out)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        yield
+
+    def close(self) -> None:
+        self.state = {}
+
+
+def _serve(conn, config) -> None:
+    from grader.worker import serve
+
+    serve(conn, config)

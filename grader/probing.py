@@ -1,0 +1,211 @@
+"""The worker side of a check: probes, which call learner code on the judge's inputs and report what they see.
+
+A probe is a plain function registered under a name (``@probe("ex01.loss")``). It receives a ``Call``: the
+learner's definitions, the judge's arguments and input tensors, and the device. It returns a ``Reply`` of
+JSON values and tensors. It never decides a grade: the judge compares what it reports with its own
+reference. Probes run inside the learner's process, so a determined learner can rewrite them; what that
+can and cannot gain is in ``grader/README.md``.
+
+Probes ship in the learner kit: in-notebook public checks run them in the learner's own kernel.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+PROBES: dict[str, Callable[[Call], Reply]] = {}
+
+
+def probe(name: str) -> Callable[[Callable[[Call], Reply]], Callable[[Call], Reply]]:
+    """Register a probe under ``name`` (``exNN.what``)."""
+
+    def register(fn: Callable[[Call], Reply]) -> Callable[[Call], Reply]:
+        if name in PROBES:
+            raise ValueError(f"probe {name!r} registered twice")
+        PROBES[name] = fn
+        return fn
+
+    return register
+
+
+class Missing(Exception):
+    """The notebook does not define a name the probe needs."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class Failure(Exception):
+    """A teaching failure found by the probe itself (a wrong return type, say). ``unsettled`` marks one after
+    which torch in this process may be half-way through a compile: the judge starts a fresh worker."""
+
+    def __init__(self, message: str, unsettled: bool = False) -> None:
+        super().__init__(message)
+        self.unsettled = unsettled
+
+
+@dataclass
+class Reply:
+    """What a probe reports: JSON values and (CPU, detached) tensors."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class Call:
+    """One request: the learner's namespace, the judge's arguments and inputs, and state kept across calls."""
+
+    namespace: dict[str, Any]
+    args: dict[str, Any]
+    inputs: dict[str, torch.Tensor]
+    device: str
+    state: dict[str, Any]  # per worker: functions staged for timing, and their inputs
+
+    def get(self, name: str) -> Any:
+        """The learner's ``name``, or ``Missing``."""
+        if name not in self.namespace:
+            raise Missing(name)
+        return self.namespace[name]
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        return self.args.get(name, default)
+
+    def but(self, **args: Any) -> Call:
+        """The same call with some arguments replaced."""
+        return Call(self.namespace, {**self.args, **args}, self.inputs, self.device, self.state)
+
+    def input(self, name: str, *, grad: bool = False) -> torch.Tensor:
+        """Input tensor ``name`` on the device, a fresh leaf (with ``requires_grad`` when asked)."""
+        t = self.inputs[name].to(self.device)
+        return t.detach().requires_grad_(grad) if grad else t
+
+
+def plain(value: Any, what: str) -> torch.Tensor:
+    """``value`` checked to be a plain tensor (a subclass can defer or fake its values), detached on the CPU."""
+    if not isinstance(value, torch.Tensor):
+        raise Failure(f"{what} should be a torch.Tensor, got {type(value).__name__}")
+    if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+        raise Failure(f"{what} is a tensor subclass ({type(value).__name__}); return a plain torch.Tensor "
+                      "(a subclass can defer or fake its values)")
+    return value.detach().cpu()
+
+
+def where_in_notebook(exc: BaseException) -> str:
+    """' (in `fn`, code cell 5 of the notebook, line 3: `x = ...`)' for the deepest frame in the notebook."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<notebook cell")]
+    if not frames:
+        return ""
+    f = frames[-1]
+    cell = f.filename.removeprefix("<notebook ").removesuffix(">")
+    where = f"`{f.name}`, " if f.name != "<module>" else ""
+    return f" (in {where}{cell} of the notebook, line {f.lineno}: `{(f.line or '').strip()}`)"
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    """The error part of an answer: what kind of failure, and where in the notebook."""
+    if isinstance(exc, Missing):
+        return {"kind": "missing", "name": exc.name}
+    if isinstance(exc, Failure):
+        return {"kind": "unsettled" if exc.unsettled else "assertion", "message": str(exc)}
+    where = where_in_notebook(exc)
+    if isinstance(exc, NotImplementedError):
+        return {"kind": "not_implemented", "where": where}
+    if isinstance(exc, AssertionError):
+        return {"kind": "assertion", "message": (str(exc) or "an assert in your code failed") + where}
+    module = type(exc).__module__ or ""
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return {"kind": "exception", "type": type(exc).__name__, "message": lines[0] if lines else "",
+            "gist": next((ln.strip() for ln in lines if "Error" in ln), lines[0] if lines else "")[:300],
+            "where": where, "torch": module.startswith("torch"), "dynamo": module.startswith("torch._dynamo")}
+
+
+def learner_call(fn: Callable, args: tuple, what: str, hint: str = "") -> Any:
+    """``fn(*args)`` where a torch error (a failed compile, say) becomes an unsettled ``Failure`` naming ``what``,
+    with its gist and ``hint``; other errors pass through to ``describe_error``."""
+    try:
+        return fn(*args)
+    except (NotImplementedError, AssertionError, Missing, Failure):
+        raise
+    except Exception as exc:  # noqa: BLE001 - learner code may raise anything
+        if not (type(exc).__module__ or "").startswith("torch"):
+            raise
+        error = describe_error(exc)
+        raise Failure(f"{what} raised {type(exc).__name__}: {error['gist']}{error['where']}. {hint}".strip(),
+                      unsettled=True) from None
+
+
+def run(name: str, call: Call) -> Reply:
+    """Run probe ``name`` on ``call`` (a ``KeyError`` for an unknown probe)."""
+    reply = PROBES[name](call)
+    return reply if isinstance(reply, Reply) else Reply()
+
+
+# ---------------------------------------------------------------------------------------------- timing
+# A function to time is set up by an exercise's probe (``stage_timed(call, handle, fn)``); the judge then
+# sends the inputs once (``timing.stage``) and, for each timed sample, only a schedule: which staged input
+# each call takes and a secret factor its floating-point tensors are multiplied by (``timing.run``). The
+# judge runs its baseline through the same ``run_schedule``, so both sides do the same work per call, and
+# no output can be computed before the schedule arrives.
+
+
+def stage_timed(call: Call, handle: str, fn: Callable[..., Any]) -> Reply:
+    """Keep ``fn`` under ``handle`` for timing."""
+    call.state.setdefault("timed", {})[handle] = fn
+    return Reply({"handle": handle})
+
+
+def transform(args: tuple, scale: float, grads: tuple[bool, ...]) -> tuple:
+    """``args`` with each floating-point tensor multiplied by ``scale`` (a fresh leaf, with grad where asked)."""
+    out = []
+    for a, grad in zip(args, grads):
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            a = a * scale
+            if grad:
+                a.requires_grad_()
+        out.append(a)
+    return tuple(out)
+
+
+def run_schedule(fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]],
+                 grads: tuple[bool, ...]) -> Any:
+    """Call ``fn`` once per schedule entry ``(index, scale)`` on the transformed staged inputs; the last output."""
+    out = None
+    for index, scale in schedule:
+        out = fn(*transform(staged[index], scale, grads))
+    return out
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+@probe("timing.stage")
+def timing_stage(call: Call) -> Reply:
+    """Move the judge's input sets to the device and keep them for ``timing.run``."""
+    sets, arity = int(call.arg("sets")), int(call.arg("arity"))
+    staged = [tuple(call.inputs[f"{i}.{j}"].to(call.device) for j in range(arity)) for i in range(sets)]
+    call.state.setdefault("staged", {})[call.arg("handle")] = (staged, tuple(bool(g) for g in call.arg("grads")))
+    _sync(call.device)
+    return Reply({"staged": sets})
+
+
+@probe("timing.run")
+def timing_run(call: Call) -> Reply:
+    """Run the staged function on the schedule, wait for the device, report the last output."""
+    handle = call.arg("handle")
+    fn = call.state["timed"][handle]
+    staged, grads = call.state["staged"][handle]
+    schedule = [(int(i), float(s)) for i, s in call.arg("schedule")]
+    _sync(call.device)
+    out = run_schedule(fn, staged, schedule, grads)
+    _sync(call.device)
+    return Reply(tensors={"out": plain(out, "the timed function's result")})

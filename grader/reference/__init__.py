@@ -1,1 +1,0 @@
-"""The grader's own reference implementations and baselines (never the learner's copies)."""

@@ -1,0 +1,193 @@
+"""Speed, measured where learner code cannot bend it: on the judge's clock, against a baseline it runs itself.
+
+``compare`` times the grader's baseline (a function in this process, which never runs learner code) and
+the learner's function (staged in the worker by a probe), interleaved trial by trial, as the median of
+per-trial ratios:
+
+* **Same work on both sides.** The judge sends the inputs once (``timing.stage``); each timed sample then
+  sends only a schedule, which staged input each call takes and a secret factor its floating-point
+  tensors are multiplied by (``grader.probing.run_schedule``, which the baseline runs too). No output can
+  be computed before its schedule arrives, and no input can be cached.
+* **The candidate on the judge's clock.** A candidate sample lasts from sending the schedule to receiving
+  the answer, which the worker sends after synchronising its device; the answer carries the last output,
+  which the judge checks against its own reference for that very input. The round trip (well under a
+  millisecond) counts against the learner, never for.
+* **The baseline with the learner frozen.** While the judge times its baseline, every learner process is
+  stopped (``SIGSTOP``; ``grader.containment``), so no thread, hook or child process of the learner's can
+  slow it down. On CUDA the judge then waits until the GPU is idle before its clock starts: kernels a
+  learner queued before being stopped would otherwise share the GPU (``wait_for_idle_gpu``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from coursekit.timing import Timing, _summary, synchronize
+from grader.probing import run_schedule
+from grader.protocol import Answer
+
+IDLE_GPU_LATENCY_S = 0.002  # a tiny kernel that takes longer than this is sharing the GPU with another context
+IDLE_GPU_WAIT_S = 10.0
+MAX_CALLS = 10_000
+SCALE = (0.8, 1.25)
+
+
+class BusyDevice(AssertionError):
+    """The GPU stayed busy while every learner process was stopped: learner work was still queued on it."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Interleaved timing: ``speedup`` = baseline seconds per call / candidate seconds per call."""
+
+    speedup: float  # median of per-trial ratios
+    speedup_q1: float
+    speedup_q3: float
+    baseline: Timing
+    candidate: Timing
+    trials: int
+    frozen: int  # learner processes stopped while the baseline ran (the last trial)
+    low: float = 0.0  # a 95% confidence interval of the median ratio
+    high: float = 0.0
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free 95% confidence interval of the median of ``values`` (order statistics)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = 0.98 * n**0.5
+    lo = max(0, int(n / 2 - half) - 1)
+    hi = min(n - 1, int(n / 2 + 1 + half + 0.999) - 1)
+    return ordered[lo], ordered[hi]
+
+
+def wait_for_idle_gpu(device: str) -> None:
+    """On CUDA, wait until a tiny kernel runs without sharing the GPU (learner kernels queued before the freeze
+    have drained); ``BusyDevice`` if that takes longer than ``IDLE_GPU_WAIT_S``. A no-op on CPU."""
+    if torch.device(device).type != "cuda":
+        return
+    x = torch.ones(1, device=device)
+    give_up = time.monotonic() + IDLE_GPU_WAIT_S
+    while True:
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        x.add_(0)
+        torch.cuda.synchronize(device)
+        if time.perf_counter() - start < IDLE_GPU_LATENCY_S:
+            return
+        if time.monotonic() > give_up:
+            raise BusyDevice("the GPU stayed busy while every learner process was stopped: work your code queued "
+                             "kept running while the grader timed its baseline. Synchronise before you return.")
+        time.sleep(0.01)
+
+
+def _time_local(fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]],
+                grads: tuple[bool, ...], device: str) -> tuple[float, Any]:
+    synchronize(device)
+    start = time.perf_counter()
+    out = run_schedule(fn, staged, schedule, grads)
+    synchronize(device)
+    return time.perf_counter() - start, out
+
+
+def _time_remote(learner, handle: str, schedule: list[tuple[int, float]]) -> tuple[float, Answer]:
+    start = time.perf_counter()
+    answer = learner.ask("timing.run", {"handle": handle, "schedule": [list(s) for s in schedule]},
+                         what="the timed calls")
+    return time.perf_counter() - start, answer
+
+
+def compare(learner, handle: str, baseline: Callable[..., Any], make_args: Callable[[int], tuple], *,
+            grads: tuple[bool, ...], device: str, trials: int, warmup: int, min_sample_s: float, threads: int,
+            rng: random.Random, verify: Callable[[torch.Tensor, tuple], None] | None = None,
+            sets: int = 8, required: float | None = None) -> Comparison:
+    """Interleave ``baseline`` (here) and the learner's staged ``handle`` (in the worker); see the module
+    docstring. ``make_args(i)`` gives input set ``i`` (CPU tensors); ``grads`` marks inputs that need grad;
+    ``verify(output, args)`` checks the candidate's last output of each trial against the judge's reference
+    for the same (transformed) args. With ``required``, trials are added (up to four times
+    ``trials``, one at a time) while the median's 95% confidence interval contains it."""
+    arg_sets = [tuple(make_args(i)) for i in range(sets)]
+    arity = len(arg_sets[0])
+    learner.ask("timing.stage", {"handle": handle, "sets": sets, "arity": arity, "grads": list(grads)},
+                {f"{i}.{j}": t for i, args in enumerate(arg_sets) for j, t in enumerate(args)}, what="staging inputs")
+    local = [tuple(t.to(device) for t in args) for args in arg_sets]
+
+    def schedule(n: int) -> list[tuple[int, float]]:
+        return [(rng.randrange(sets), rng.uniform(*SCALE)) for _ in range(n)]
+
+    def check(answer: Answer, sched: list[tuple[int, float]]) -> None:
+        if verify is not None:
+            index, scale = sched[-1]
+            verify(answer.tensor("out"), run_args(arg_sets[index], scale))
+
+    def run_args(args: tuple, scale: float) -> tuple:
+        return tuple(a * scale if a.is_floating_point() else a for a in args)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(max(1, warmup)):  # compiles happen here, on both sides, untimed
+            _, answer = _time_remote(learner, handle, sched := schedule(1))
+            check(answer, sched)
+            _time_local(baseline, local, schedule(1), grads, device)
+        once_b = max(_time_local(baseline, local, schedule(1), grads, device)[0], 1e-7)
+        once_c = max(_time_remote(learner, handle, schedule(1))[0], 1e-7)
+        calls_b = max(1, min(MAX_CALLS, int(min_sample_s / once_b) + 1))
+        calls_c = max(1, min(MAX_CALLS, int(min_sample_s / once_c) + 1))
+        times_b: list[float] = []
+        times_c: list[float] = []
+        frozen = 0
+        trial = 0
+
+        def undecided() -> bool:
+            if trial < trials:
+                return True
+            if required is None or trial >= 4 * trials:
+                return False
+            low, high = median_interval([b / c for b, c in zip(times_b, times_c)])
+            return low < required <= high
+
+        while undecided():
+            sched_b, sched_c = schedule(calls_b), schedule(calls_c)
+            for side in ((0, 1) if trial % 2 == 0 else (1, 0)):
+                if side == 0:
+                    with learner.frozen() as frozen:
+                        wait_for_idle_gpu(device)
+                        seconds, _ = _time_local(baseline, local, sched_b, grads, device)
+                    times_b.append(seconds / calls_b)
+                else:
+                    seconds, answer = _time_remote(learner, handle, sched_c)
+                    times_c.append(seconds / calls_c)
+                    check(answer, sched_c)
+            trial += 1
+    finally:
+        torch.set_num_threads(before)
+    ratios = [b / c for b, c in zip(times_b, times_c)]
+    med, q1, q3 = _summary(ratios)
+    low, high = median_interval(ratios)
+    return Comparison(med, q1, q3, Timing(*_summary(times_b), trial), Timing(*_summary(times_c), trial), trial,
+                      frozen or 0, low, high)
+
+
+def time_once(learner, probe: str, args: dict, tensors: dict | None = None) -> tuple[float, Answer]:
+    """Seconds from sending one request to receiving its answer, on the judge's clock."""
+    start = time.perf_counter()
+    answer = learner.ask(probe, args, tensors, what="the timed call")
+    return time.perf_counter() - start, answer
+
+
+def time_baseline(fn: Callable[[], Any], learner, device: str) -> tuple[float, Any]:
+    """Seconds ``fn()`` takes here, with every learner process stopped and (on CUDA) the GPU idle."""
+    with learner.frozen():
+        wait_for_idle_gpu(device)
+        synchronize(device)
+        start = time.perf_counter()
+        out = fn()
+        synchronize(device)
+        return time.perf_counter() - start, out

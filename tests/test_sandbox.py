@@ -1,0 +1,189 @@
+"""The sandbox and the wire, tested on their own: quick, no notebook, no torch compile.
+
+A forked child enters the sandbox exactly as a grading worker does and tries what hostile code would; the
+judge's side of the wire is fed malformed, oversized, half-sent and unsolicited messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import sandbox
+from grader.learner import ROOT, policy_for
+from grader.protocol import Answer, Deadline, ProtocolError, pack, recv_frame, send_frame, unpack
+
+REPORT = sandbox.probe()
+needs_sandbox = pytest.mark.skipif(not REPORT.active, reason=f"no sandbox here: {REPORT.why_not}")
+
+
+def in_sandbox(attempts: dict, abi: int | None = None) -> dict[str, str]:
+    """Run each ``name: callable`` in a forked, sandboxed child; ``{name: "ALLOWED" | "blocked: ..."}``."""
+    read, write = os.pipe()
+    scratch = Path(tempfile.mkdtemp(prefix="sandbox-test-"))
+    pid = os.fork()
+    if pid == 0:  # the child: never returns to pytest
+        try:
+            os.close(read)
+            report = sandbox.Report(**{**vars(REPORT), **({"landlock_abi": abi} if abi else {})})
+            sandbox.enter(policy_for(scratch, "cpu"), report)
+            results = {}
+            try:
+                (scratch / "mine.txt").write_text("x")
+                results["write its scratch"] = "ALLOWED"
+            except OSError as exc:
+                results["write its scratch"] = f"blocked: {exc.strerror}"
+            for name, attempt in attempts.items():
+                try:
+                    attempt()
+                    results[name] = "ALLOWED"
+                except OSError as exc:
+                    results[name] = f"blocked: {exc.strerror}"
+            os.write(write, json.dumps(results).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 65536):
+        data += chunk
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@needs_sandbox
+def test_learner_code_reads_and_writes_only_what_it_may(tmp_path: Path) -> None:
+    outside = tmp_path / "victim.txt"
+    outside.write_text("keep me")
+    results = in_sandbox({
+        "read hidden checks": lambda: (ROOT / "grader" / "exercises" / "ex01" / "hidden.py").read_text(),
+        "read the solutions": lambda: (ROOT / "solutions" / "01_cross_entropy_ladder.ipynb").read_text(),
+        "read thresholds": lambda: (ROOT / "grader" / "thresholds.toml").read_text(),
+        "list the repository": lambda: os.listdir(ROOT),
+        "overwrite a file outside": lambda: outside.write_text("gone"),
+        "delete a file outside": lambda: outside.unlink(),
+        "chmod the given code": lambda: os.chmod(ROOT / "coursekit" / "ex01.py", 0),
+        "read the given code": lambda: (ROOT / "coursekit" / "ex01.py").read_text(),
+        "read the probes": lambda: (ROOT / "grader" / "exercises" / "ex01" / "probes.py").read_text(),
+    })
+    for name in ("read hidden checks", "read the solutions", "read thresholds", "list the repository",
+                 "overwrite a file outside", "delete a file outside", "chmod the given code"):
+        assert results[name].startswith("blocked"), (name, results[name])
+    assert results["read the given code"] == results["read the probes"] == results["write its scratch"] == "ALLOWED"
+    assert outside.read_text() == "keep me"
+
+
+@needs_sandbox
+def test_learner_code_reaches_no_network_and_no_other_process() -> None:
+    judge = os.getpid()
+    results = in_sandbox({
+        "tcp socket": lambda: socket.create_connection(("127.0.0.1", 9), timeout=1),
+        "unix socket": lambda: socket.socket(socket.AF_UNIX),
+        "signal the judge": lambda: os.kill(judge, signal.SIGCONT),
+        "read the judge's environment": lambda: Path(f"/proc/{judge}/environ").read_bytes(),
+        "renice the judge": lambda: os.setpriority(os.PRIO_PROCESS, judge, 19),
+        "pin the judge": lambda: os.sched_setaffinity(judge, {0}),
+        "raise its own priority": lambda: os.setpriority(os.PRIO_PROCESS, 0, -5),
+        "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
+    })
+    for name, outcome in results.items():
+        if name not in ("fork", "write its scratch"):
+            assert outcome.startswith("blocked"), (name, outcome)
+    assert results["fork"] == "ALLOWED"
+
+
+@needs_sandbox
+def test_without_landlock_signal_scoping_seccomp_allows_kill_only_to_itself() -> None:
+    """On a kernel whose Landlock cannot scope signals (ABI < 6), seccomp stops a signal to another process."""
+    judge = os.getpid()
+    results = in_sandbox({"signal the judge": lambda: os.kill(judge, signal.SIGCONT),
+                          "signal itself": lambda: os.kill(os.getpid(), 0)}, abi=5)
+    assert results["signal the judge"].startswith("blocked") and results["signal itself"] == "ALLOWED"
+
+
+def test_a_machine_without_a_sandbox_says_so_and_batch_grading_refuses() -> None:
+    from grader.runner import SandboxRequired, sandbox_report
+
+    off = sandbox.probe(wanted=False)
+    assert not off.active and off.describe().startswith("NO SANDBOX")
+    os.environ[sandbox.ENV_OFF] = "off"
+    try:
+        with pytest.raises(SandboxRequired, match="--unsandboxed"):
+            sandbox_report("require")
+        assert sandbox_report("prefer").describe().startswith("NO SANDBOX")
+    finally:
+        del os.environ[sandbox.ENV_OFF]
+
+
+def test_messages_carry_json_and_tensors_and_nothing_else() -> None:
+    tensors = {"x": torch.arange(6.0).reshape(2, 3), "mask": torch.tensor([True, False]),
+               "half": torch.ones(2, dtype=torch.bfloat16)}
+    header, back = unpack(pack({"id": 3, "values": {"a": [1, 2.5, None, "s"]}}, tensors))
+    assert header == {"id": 3, "values": {"a": [1, 2.5, None, "s"]}}
+    for name, t in tensors.items():
+        assert back[name].dtype == t.dtype and torch.equal(back[name], t)
+
+    class Sneaky(torch.Tensor):
+        pass
+
+    _, back = unpack(pack({}, {"s": torch.ones(2).as_subclass(Sneaky)}))
+    assert type(back["s"]) is torch.Tensor
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"\x01", "shorter than its length prefix"),
+    (struct.pack("<IQ", 5, 0) + b"[1,2]", "not a JSON object"),
+    (struct.pack("<IQ", 3, 0) + b"{{{", "not JSON"),
+    (struct.pack("<IQ", 2, 4) + b"{}" + b"junk", "not valid safetensors"),
+    (struct.pack("<IQ", 2, 99) + b"{}", "does not match its size"),
+    (b"\x80\x04\x95" + b"pickle" * 4, "does not match its size"),  # a pickle is not a message
+])
+def test_malformed_messages_are_protocol_errors(data: bytes, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        unpack(data)
+
+
+def test_answers_are_checked_against_what_the_check_expects() -> None:
+    answer = Answer("ex01.loss", {"n": 3, "flag": True, "xs": [1, "a"]}, {"loss": torch.zeros(())})
+    assert answer.value("n", int) == 3 and answer.tensor("loss", shape=()).shape == ()
+    for bad in (lambda: answer.value("flag", int), lambda: answer.tensor("loss", shape=(2,)),
+                lambda: answer.tensor("missing"), lambda: answer.ints("xs"), lambda: answer.value("n", str)):
+        with pytest.raises(ProtocolError):
+            bad()
+
+
+def test_the_judges_end_never_blocks_past_its_deadline() -> None:
+    """Half a frame, a huge announced length, and a peer that stops reading: each ends at the deadline (and the
+    runner then ends the worker: a channel left half-read is never used again)."""
+
+    def pair() -> tuple[socket.socket, socket.socket]:
+        judge, worker = socket.socketpair()
+        judge.setblocking(False)
+        return judge, worker
+
+    judge, worker = pair()
+    worker.sendall(struct.pack("<Q", 100) + b"only part")
+    start = time.monotonic()
+    with pytest.raises(Deadline):
+        recv_frame(judge.fileno(), time.monotonic() + 0.5)
+    assert time.monotonic() - start < 2
+    judge, worker = pair()
+    worker.sendall(struct.pack("<Q", 1 << 40))  # announces a 1 TiB message
+    with pytest.raises(ProtocolError, match="over the"):
+        recv_frame(judge.fileno(), time.monotonic() + 1)
+    judge, worker = pair()
+    start = time.monotonic()
+    with pytest.raises(Deadline):  # the worker never reads: the judge's write fills the buffer and gives up
+        send_frame(judge.fileno(), b"y" * (64 * 1024**2), time.monotonic() + 0.5)
+    assert time.monotonic() - start < 3
+    judge, worker = pair()
+    send_frame(worker.fileno(), b"hello")
+    assert recv_frame(judge.fileno(), time.monotonic() + 1) == b"hello"
