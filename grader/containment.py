@@ -46,9 +46,9 @@ def _sandboxed(pid: int) -> bool:
     return fields.get("NoNewPrivs", "0").strip() == "1" and int(fields.get("Seccomp_filters", "0").strip() or 0) > 0
 
 
-def learner_processes(worker_pids: set[int]) -> list[psutil.Process]:
-    """Every live process learner code may control: the workers, their descendants, and orphans the judge
-    adopted from a worker that died."""
+def learner_processes(worker_pids: set[int], adopted: bool = True) -> list[psutil.Process]:
+    """Every live process learner code may control: the workers, their descendants, and (``adopted``) orphans
+    this judge adopted from a worker that died."""
     found: dict[int, psutil.Process] = {}
     for pid in worker_pids:
         with contextlib.suppress(psutil.Error):
@@ -56,10 +56,11 @@ def learner_processes(worker_pids: set[int]) -> list[psutil.Process]:
             found[pid] = root
             for child in root.children(recursive=True):
                 found[child.pid] = child
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process().children(recursive=True):
-            if child.pid not in found and _sandboxed(child.pid):
-                found[child.pid] = child
+    if adopted:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process().children(recursive=True):
+                if child.pid not in found and _sandboxed(child.pid):
+                    found[child.pid] = child
     return list(found.values())
 
 
@@ -70,11 +71,13 @@ def _signal_all(procs: list[psutil.Process], sig: int) -> None:
 
 
 @contextlib.contextmanager
-def stopped(worker_pids: set[int]) -> Iterator[int]:
-    """Learner processes frozen with SIGSTOP inside the block (yields how many); SIGCONT after."""
+def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int]:
+    """Learner processes frozen with SIGSTOP inside the block (yields how many); SIGCONT after. With
+    ``sandboxed_only`` (another judge's workers), only the trees of ``worker_pids``, and only sandboxed processes."""
     done: dict[int, psutil.Process] = {}
     for _ in range(50):  # until a pass finds nothing new: a stopped process starts nothing
-        new = [p for p in learner_processes(worker_pids) if p.pid not in done]
+        new = [p for p in learner_processes(worker_pids, adopted=not sandboxed_only)
+               if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))]
         if not new:
             break
         _signal_all(new, signal.SIGSTOP)

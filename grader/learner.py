@@ -30,7 +30,7 @@ import psutil
 import torch
 
 from coursekit.profile import Profile
-from grader import containment, sandbox
+from grader import containment, machine_lock, sandbox
 from grader.protocol import (ERROR_KINDS, Answer, Deadline, ProtocolError, clip, pack, readable, recv_frame,
                              send_frame, unpack)
 
@@ -235,6 +235,7 @@ class RemoteLearner:
         child.close()
         os.set_blocking(parent.fileno(), False)
         self._worker = _Worker(proc, parent, log)
+        machine_lock.register_worker(proc.pid)
         saved, self.deadline = self.deadline, time.monotonic() + LOAD_TIMEOUT_S
         try:
             answer = self._request({"op": "load", "cells": self.cells}, what="loading the notebook")
@@ -254,6 +255,7 @@ class RemoteLearner:
         if self._worker is None:
             return
         worker, self._worker = self._worker, None
+        machine_lock.unregister_worker(worker.proc.pid)
         containment.end_all({worker.proc.pid} if worker.proc.pid else set())
         with contextlib.suppress(Exception):
             worker.proc.join(2)
@@ -347,10 +349,10 @@ class RemoteLearner:
         return self._request({"probe": probe, "args": args or {}}, tensors, what)
 
     @contextlib.contextmanager
-    def frozen(self) -> Iterator[None]:
-        """Every learner process stopped (SIGSTOP) inside the block."""
-        with containment.stopped(self.pids()):
-            yield
+    def frozen(self) -> Iterator[int]:
+        """Every learner process stopped (SIGSTOP) inside the block; yields how many."""
+        with containment.stopped(self.pids()) as count:
+            yield count
 
 
 class LocalLearner:
@@ -359,10 +361,13 @@ class LocalLearner:
     local = True
 
     def __init__(self, namespace: dict[str, Any], exercise: str, profile: Profile) -> None:
+        from grader.exercises import part
+
         self.namespace, self.exercise, self.profile = namespace, exercise, profile
         self.problems: list[str] = []
         self.state: dict = {}
         self.deadline = float("inf")
+        part(exercise, "probes")  # registers this exercise's probes in this process
 
     def start(self, fresh: bool = False) -> None:
         self.state = {}
@@ -383,8 +388,8 @@ class LocalLearner:
         return Answer(probe, dict(reply.values), tensors_out)
 
     @contextlib.contextmanager
-    def frozen(self) -> Iterator[None]:
-        yield
+    def frozen(self) -> Iterator[int]:
+        yield 0
 
     def close(self) -> None:
         self.state = {}

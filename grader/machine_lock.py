@@ -6,6 +6,12 @@ JOBS=N``, parallel test processes) finish the check they are in, and none starts
 A check timed beside another submission's compile would measure that compile. Waiting judges go first in
 arrival order of exclusive requests (a turnstile), so a stream of short checks cannot starve a speed check.
 
+While a judge holds the lock exclusively, the grading workers of every *other* judge are frozen too (``SIGSTOP``):
+their judges are waiting for the lock, so those workers have no request to answer, but learner code in them may
+have left threads or processes running, which would otherwise share the CPU with the measurement. Each judge
+lists its live workers in ``<folder>/workers/`` (process id and start time, so a reused process id is never hit),
+and only processes carrying the grader's sandbox are stopped.
+
 The lock files live in a folder only the judges use (``$GRADER_LOCK_DIR``, default ``<tmp>/tcip-grader-<uid>``):
 learner code, confined to its scratch folder, can neither open nor remove them. ``GRADER_LOCK=off`` disables it.
 """
@@ -42,15 +48,54 @@ def _off() -> bool:
     return os.environ.get(LOCK_ENV, "").lower() in ("off", "0", "no", "false")
 
 
+def register_worker(pid: int) -> None:
+    """List a live grading worker of this judge (``unregister_worker`` when it ends)."""
+    if _off():
+        return
+    import psutil
+
+    with contextlib.suppress(OSError, psutil.Error):
+        folder = _folder() / "workers"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        (folder / str(pid)).write_text(f"{os.getpid()} {psutil.Process(pid).create_time()}")
+
+
+def unregister_worker(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        (_folder() / "workers" / str(pid)).unlink()
+
+
+def _other_workers() -> set[int]:
+    """Live grading workers of other judges on this machine (checked against their recorded start time)."""
+    import psutil
+
+    found: set[int] = set()
+    for entry in (_folder() / "workers").glob("*"):
+        with contextlib.suppress(OSError, ValueError, psutil.Error):
+            judge, started = entry.read_text().split()
+            pid = int(entry.name)
+            if int(judge) != os.getpid() and abs(psutil.Process(pid).create_time() - float(started)) < 0.01:
+                found.add(pid)
+                continue
+            if not psutil.pid_exists(int(judge)):
+                entry.unlink()  # left behind by a judge that died
+    return found
+
+
 @contextlib.contextmanager
 def checking(exclusive: bool) -> Iterator[None]:
-    """Hold the machine's grading lock for one check: ``exclusive`` for a speed check, shared otherwise."""
+    """Hold the machine's grading lock for one check: ``exclusive`` for a speed check (other judges' workers
+    frozen meanwhile), shared otherwise."""
     if _off():
         yield
         return
+    from grader import containment
+
     folder = _folder()
     gate, main = folder / "gate.lock", folder / "main.lock"
     with contextlib.ExitStack() as stack:
         with _flock(gate, fcntl.LOCK_EX):  # the turnstile: taken briefly by readers, held by a waiting writer
             stack.enter_context(_flock(main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH))
+        if exclusive:
+            stack.enter_context(containment.stopped(_other_workers(), sandboxed_only=True))
         yield

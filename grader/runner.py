@@ -116,15 +116,16 @@ def grade_notebook(notebook: Path, exercise: str, profile: Profile, seed: int, *
                     done[cid] = CheckResult.failed(check, "the notebook's total grading time budget ran out "
                                                           "before this check could run")
                     continue
-                if check.fresh or not learner.alive:
-                    try:
-                        learner.start(fresh=check.fresh)
-                    except WorkerLost as exc:  # the notebook cannot even be loaded: every check left fails
-                        for rest in order[order.index(cid):]:
-                            done[rest] = CheckResult.failed(get(rest), str(exc))
-                        break
-                    grade.problems = learner.problems
+                # everything this judge asks of its worker happens under the machine's lock (see machine_lock)
                 with machine_lock.checking(exclusive=check.kind == "speed"):
+                    if check.fresh or not learner.alive:
+                        try:
+                            learner.start(fresh=check.fresh)
+                        except WorkerLost as exc:  # the notebook cannot even be loaded: every check left fails
+                            for rest in order[order.index(cid):]:
+                                done[rest] = CheckResult.failed(get(rest), str(exc))
+                            break
+                        grade.problems = learner.problems
                     learner.deadline = min(deadline, time.monotonic() + timeout)
                     result = run_check(check, learner, ctx)
                 done[cid] = result

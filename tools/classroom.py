@@ -273,7 +273,7 @@ def public_baseline() -> str:
     """The text of everything that is public by design: the files the allow-list ships, and exercises/."""
     files, _ = kit_files()
     sources = [*files.values(), *(ROOT / "exercises").glob("[0-9][0-9]_*.ipynb")]
-    return "\n".join(p.read_text() for p in sources)
+    return "\n".join(p.read_text() for p in sources if p.suffix in (".py", ".ipynb"))
 
 
 def solution_lines(baseline: str) -> set[str]:
@@ -351,9 +351,10 @@ def reference_names() -> set[str]:
 
 
 def forbidden_definitions(stage: Path) -> tuple[list[str], list[str]]:
-    """(problems, warnings): shipped code (modules and lesson or exercise cells) that defines an exercise's
-    interface name or a reference function. An interface name a contract lists in ``SHOWN_IN_LESSONS`` is a
-    warning with its stated reason; anything else stops the release."""
+    """(problems, warnings): a shipped module that defines an exercise's interface name or a reference function
+    stops the release, unless the name is one a contract lists in ``SHOWN_IN_LESSONS`` (then a warning with its
+    stated reason). Lesson notebooks are teaching material: what their cells define is reported as warnings (that
+    a lesson cell must not solve an exercise is tested by pasting, not by names)."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     from grader.interface import INTERFACE, SHOWN_IN_LESSONS
@@ -371,13 +372,14 @@ def forbidden_definitions(stage: Path) -> tuple[list[str], list[str]]:
                 sources.append((f"{path.relative_to(stage)} cell {i}", transformer.transform_cell(cell.source)))
     problems, warnings = [], []
     for where, text in sources:
+        found = problems if where.endswith(".py") else warnings
         for name in sorted(_defined_names(text)):
             if name in references:
-                problems.append(f"{where} defines {name}, a reference function of the grader")
+                found.append(f"{where} defines {name}, a reference function of the grader")
             elif name in interface and name in allowed:
                 warnings.append(f"{where} defines {name} ({interface[name]}'s interface): {allowed[name]}")
             elif name in interface:
-                problems.append(f"{where} defines {name}, a name {interface[name]}'s learners must write")
+                found.append(f"{where} defines {name}, a name {interface[name]}'s learners must write")
     return problems, warnings
 
 

@@ -132,12 +132,12 @@ def torch_calibrate(device: str, dtype: torch.dtype = torch.float32):
     xp = torch.tensor(CALIBRATION_X, dtype=dtype, device=device)
     fp = torch.tensor(CALIBRATION_Y, dtype=dtype, device=device)
 
-    def calibrate(top: torch.Tensor) -> torch.Tensor:
+    def interp(top: torch.Tensor) -> torch.Tensor:
         i = torch.searchsorted(xp, top.detach().contiguous()).clamp(1, len(xp) - 1)
         t = ((top.detach() - xp[i - 1]) / (xp[i] - xp[i - 1])).clamp(0, 1)
         return fp[i - 1] + t * (fp[i] - fp[i - 1])
 
-    return calibrate
+    return interp
 
 
 @probe("ex02.traffic")
