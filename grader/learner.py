@@ -118,6 +118,22 @@ def policy_for(scratch: Path, device: str) -> sandbox.Policy:
     return sandbox.Policy(scratch=scratch, read=read, list_only=[ROOT / "grader"], execute=execute, devices=devices)
 
 
+def _merge_into(source: Path, target: Path) -> None:
+    """Copy the files of ``source`` missing from ``target``, each written whole (a copy, then a rename), so a worker
+    seeding its scratch from ``target`` at the same moment never loads half a kernel. Cache entries are named by
+    their content's hash: a file already there is the same file."""
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if d not in SEED_SKIP and not d.startswith("tmp")]
+        here = target / Path(folder).relative_to(source)
+        for name in files:
+            if (here / name).exists():
+                continue
+            here.mkdir(parents=True, exist_ok=True)
+            partial = here / f".{name}.{os.getpid()}.partial"
+            shutil.copy2(Path(folder) / name, partial)
+            os.replace(partial, here / name)
+
+
 def _death(exitcode: int | None) -> str:
     import signal
 
@@ -194,7 +210,7 @@ class RemoteLearner:
         seed = SEED_ROOT / self.exercise
         source, target = (seed, self._scratch) if seeded else (seed / "tmp", self._scratch / "tmp")
         if source.is_dir():  # unseeded (a check that times compiling) still gets the precompiled header, as the judge
-            shutil.copytree(source, target, dirs_exist_ok=True)
+            shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*.partial"))
         return self._scratch
 
     def harvest(self) -> None:
@@ -208,10 +224,8 @@ class RemoteLearner:
         kept = ["inductor", "triton", *(str(p.relative_to(self._scratch)) for p in
                                          self._scratch.glob("tmp/torchinductor_*/precompiled_headers"))]
         for name in kept:
-            source = self._scratch / name
-            if source.is_dir():
-                shutil.copytree(source, seed / name, dirs_exist_ok=True,
-                                ignore=lambda d, names: [n for n in names if n in SEED_SKIP or n.startswith("tmp")])
+            if (self._scratch / name).is_dir():
+                _merge_into(self._scratch / name, seed / name)
 
     def start(self, fresh: bool = False) -> None:
         """Start a worker and load the notebook into it; ``fresh`` also empties its scratch (compile caches)."""

@@ -39,8 +39,11 @@ def grade(profile):
 
 
 def _expected_cost(item: pytest.Item) -> tuple[int, int]:
-    """Lessons run top to bottom first (later lessons measure more: the last one first), then other slow tests,
-    then the rest."""
+    """The reference solutions are graded first (grading one keeps the kernels its worker compiled, which every
+    later grading of that exercise starts from), then lessons run top to bottom (later lessons measure more: the
+    last one first), then other slow tests, then the rest."""
+    if "test_solution_passes_every_correctness_and_structure_check" in item.nodeid:
+        return -1, 0
     lesson = re.search(r"\[notebooks/(\d+)_", item.nodeid)
     if lesson and "test_executes_top_to_bottom" in item.nodeid:
         return 0, -int(lesson.group(1))
