@@ -16,6 +16,10 @@ per-trial ratios:
   stopped (``SIGSTOP``; ``grader.containment``), so no thread, hook or child process of the learner's can
   slow it down. On CUDA the judge then waits until the GPU is idle before its clock starts: kernels a
   learner queued before being stopped would otherwise share the GPU (``wait_for_idle_gpu``).
+* **Compiles before the clock.** Both sides first run every input set at both ends of the secret scale, so
+  each branch, shape and recompile a schedule can reach happens untimed. The judge's compile state starts
+  empty in every comparison (``torch.compiler.reset``), as a fresh worker's does: a batch reuses judge
+  processes, and what an earlier job compiled must not change this one's baseline.
 """
 
 from __future__ import annotations
@@ -121,6 +125,8 @@ def compare(learner, handle: str, baseline: Callable[..., Any], make_args: Calla
     def schedule(n: int) -> list[tuple[int, float]]:
         return [(rng.randrange(sets), rng.uniform(*SCALE)) for _ in range(n)]
 
+    coverage = [(i, end) for i in range(sets) for end in SCALE]  # every set at both ends of the scale, untimed
+
     def check(answer: Answer, sched: list[tuple[int, float]]) -> None:
         if verify is not None:
             index, scale = sched[-1]
@@ -131,8 +137,11 @@ def compare(learner, handle: str, baseline: Callable[..., Any], make_args: Calla
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    torch.compiler.reset()
     try:
-        for _ in range(max(1, warmup)):  # compiles happen here, on both sides, untimed
+        _time_remote(learner, handle, coverage)  # compiles happen here, on both sides, untimed
+        _time_local(baseline, local, coverage, grads, device)
+        for _ in range(max(1, warmup)):
             _, answer = _time_remote(learner, handle, sched := schedule(1))
             check(answer, sched)
             _time_local(baseline, local, schedule(1), grads, device)
