@@ -21,8 +21,8 @@ TEST_JOBS ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
-.PHONY: help setup test test-fast lab grade exercises fixtures check-exercises bench clean \
-	release collect autograde feedback export calibrate warm-cache check batch
+.PHONY: help setup lint format test test-fast lab grade exercises fixtures check-exercises bench clean \
+	release collect autograde feedback export calibrate warm-cache check batch speed-trials
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -33,11 +33,19 @@ setup:  ## create .venv with the pinned dependencies and this kit (editable)
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
 	$(BIN)/python -c "import torch, torchvision, timm; print('torch', torch.__version__, '| torchvision', torchvision.__version__, '| timm', timm.__version__, '| cuda', torch.cuda.is_available())"
 
-test:  ## the whole suite (CPU smoke profile): most in TEST_JOBS processes, then what times speed, alone
-	$(BIN)/python -m pytest -m "not timing" -n $(TEST_JOBS)
-	$(BIN)/python -m pytest -m timing
+lint:  ## ruff: lint and format check (120 columns; exercises/ are generated and left out)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
-test-fast:  ## skip the slow tests (notebook execution, whole-submission grading)
+format:  ## ruff: fix what can be fixed and format in place (then `make exercises` if solutions/ changed)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint  ## lint, then the whole suite (CPU smoke profile): most in TEST_JOBS processes, then what times speed, alone
+	$(BIN)/python -m pytest -m "not timing" -n $(TEST_JOBS) --junitxml=reports/tests-parallel.xml
+	$(BIN)/python -m pytest -m timing --junitxml=reports/tests-timing.xml
+
+test-fast: lint  ## lint, then skip the slow tests (notebook execution, whole-submission grading)
 	$(BIN)/python -m pytest -m "not slow"
 
 lab:  ## open the course in JupyterLab
@@ -47,37 +55,40 @@ grade:  ## grade exercises/ (or SUBMISSION=path) and print the score table
 	$(BIN)/python -m grader $(SUBMISSION) --report $(REPORT)
 
 exercises:  ## regenerate exercises/ from solutions/ with nbgrader
-	$(BIN)/python tools/make_exercises.py
+	$(BIN)/python -m tools.make_exercises
 
 fixtures:  ## recompute the public checks' stored expected values (grader/exercises/exNN/fixtures.safetensors)
-	$(BIN)/python tools/make_fixtures.py
+	$(BIN)/python -m tools.make_fixtures
 
 check-exercises:  ## fail if exercises/ drifted from solutions/
-	$(BIN)/python tools/make_exercises.py --check
+	$(BIN)/python -m tools.make_exercises --check
 
 bench:  ## measure every lesson's figures; results in bench/results/ (device + torch in the name)
 	$(BIN)/python -m coursekit.bench --out bench/results
 
 release:  ## nbgrader release folder + learner kit zip in $(COURSE)/ (WARM=1 ships .cache/warm/*)
-	$(BIN)/python tools/classroom.py --course $(COURSE) release $(if $(WARM),--with-cache $(wildcard .cache/warm/*))
+	$(BIN)/python -m tools.classroom --course $(COURSE) release $(if $(WARM),--with-cache $(wildcard .cache/warm/*))
 
 collect:  ## copy SUBMISSIONS=dir (dir/<student>/NN_*.ipynb) into $(COURSE)/submitted/
-	$(BIN)/python tools/classroom.py --course $(COURSE) collect $(SUBMISSIONS)
+	$(BIN)/python -m tools.classroom --course $(COURSE) collect $(SUBMISSIONS)
 
 autograde:  ## grade submissions into nbgrader's gradebook with the isolated grader (JOBS=n, FORCE=1, ASSIGNMENT=ex02, UNSANDBOXED=1)
-	$(BIN)/python tools/classroom.py --course $(COURSE) autograde --jobs $(JOBS) $(if $(FORCE),--force) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(UNSANDBOXED),--unsandboxed)
+	$(BIN)/python -m tools.classroom --course $(COURSE) autograde --jobs $(JOBS) $(if $(FORCE),--force) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(UNSANDBOXED),--unsandboxed)
 
 feedback:  ## per-student HTML feedback in $(COURSE)/feedback/
-	$(BIN)/python tools/classroom.py --course $(COURSE) feedback
+	$(BIN)/python -m tools.classroom --course $(COURSE) feedback
 
 export:  ## grades to $(COURSE)/grades.csv and $(COURSE)/grades_by_check.csv
-	$(BIN)/python tools/classroom.py --course $(COURSE) export
+	$(BIN)/python -m tools.classroom --course $(COURSE) export
 
 calibrate:  ## thresholds for this machine from the reference solutions (RUNS=3, FRACTION=0.25)
 	$(BIN)/python -m grader calibrate --runs $(RUNS) --fraction $(FRACTION)
 
+speed-trials:  ## how reliably each speed check separates reference from baseline, graded as a class (TRIALS=5)
+	$(BIN)/python -m tools.speed_trials --runs $(or $(TRIALS),5) --workers 2
+
 warm-cache:  ## pre-compile lessons + grader graphs, pack them in .cache/warm/, record cold vs warm
-	$(BIN)/python tools/warm_cache.py
+	$(BIN)/python -m tools.warm_cache
 
 check:  ## workshop mode: check exercise EX=01 quickly (FULL=1 adds speed) + a progress table
 	$(BIN)/python -m grader check $(EX) $(if $(FULL),--full)

@@ -1,250 +1,41 @@
-"""Measure the lessons' figures and record them (lesson 1's ladder here, lessons 2-4 and 6 in coursekit.benchNN).
+"""Measure the lessons' figures and record them: ``python -m coursekit.bench [--out DIR] [--lesson N|all]``.
 
-The lesson notebook calls :func:`measure_rung` for each rung and the command
-line (``python -m coursekit.bench [--out DIR] [--lesson 1|2|3|4|6|all]``) calls :func:`measure_ladder`,
-so the numbers a learner sees and the recorded ones come from the same code.
-Each rung gets: the training-step time and the loss's forward+backward time
-(``coursekit.training``), the host/device traffic of one loss call
-(``coursekit.traffic``), the time of its very first call (where
-``torch.compile`` compiles) and speedups against the first rung measured.
+Each lesson with ``bench = true`` in its manifest has a ``bench.py`` (``coursekit/lessons/<topic>/``) whose
+``run(profile, args)`` returns a results document, written by :func:`coursekit.results.write_results` as JSON
+and Markdown named after the device and torch version. The lessons are discovered, never listed here.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import re
-import time
-from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
-from pathlib import Path
-
-import torch
-from tqdm import tqdm
+from collections.abc import Sequence
 
 from coursekit.cache import use_repo_compile_cache
-from coursekit.ladder import LADDER, build
-from coursekit.profile import Profile, apply_threads, cpu_model, device_name, get_profile
-from coursekit.timing import Timing, synchronize
-from coursekit.training import LossFn, loss_inputs, time_loss, time_step
-from coursekit.traffic import Traffic, watch_traffic
-
-WARMUP_CALLS = 2  # compiled rungs compile on the first forward and the first backward
-
-
-def _quartiles(timing: Timing, scale: float) -> dict[str, float]:
-    return {"median": timing.median_s * scale, "q1": timing.q1_s * scale, "q3": timing.q3_s * scale}
-
-
-def first_calls(profile: Profile, loss_fn: LossFn, calls: int = WARMUP_CALLS, seed: int = 100) -> float:
-    """Run ``calls`` loss forward+backward passes; return seconds taken by the first."""
-    seconds = []
-    for i in range(calls):
-        logits, labels = loss_inputs(profile, seed + i)
-        start = time.perf_counter()
-        loss_fn(logits, labels).backward()
-        synchronize(profile.device)
-        seconds.append(time.perf_counter() - start)
-    return seconds[0]
-
-
-def loss_traffic(profile: Profile, loss_fn: LossFn, seed: int = 200) -> Traffic:
-    """Host/device traffic of one loss forward+backward on a warmed-up ``loss_fn``.
-
-    ``watch_traffic`` installs a TorchFunctionMode, which a compiled function
-    guards on: its first watched call recompiles, and compiling shows up as
-    traffic.  One watched call is therefore thrown away before the counted one.
-    """
-    for _ in range(2):
-        logits, labels = loss_inputs(profile, seed)
-        with watch_traffic(profile.device) as traffic:
-            loss_fn(logits, labels).backward()
-    return traffic
-
-
-def measure_rung(profile: Profile, name: str, seed: int = 0) -> dict:
-    """Step time (ms), loss fwd+bwd time (us), traffic and first-call time of one rung."""
-    apply_threads(profile)
-    use_repo_compile_cache()
-    loss_fn = build(name, profile.device)
-    first_s = first_calls(profile, loss_fn)
-    traffic = loss_traffic(profile, loss_fn)
-    return {
-        "name": name,
-        "step_ms": _quartiles(time_step(profile, loss_fn, seed), 1e3),
-        "loss_us": _quartiles(time_loss(profile, loss_fn, seed), 1e6),
-        "syncs": traffic.sync_count,
-        "host_tensors": traffic.host_tensor_count,
-        "traffic": traffic.summary(),
-        "first_call_ms": first_s * 1e3,
-    }
-
-
-def duration(ms: float) -> str:
-    """``ms`` milliseconds as ``3.2 ms`` or, from one second up, ``9.6 s``."""
-    return f"{ms:.3g} ms" if ms < 1000 else f"{ms / 1000:.3g} s"
-
-
-def describe_rung(row: dict, baseline: dict | None = None) -> str:
-    """A few readable lines for one measured rung; speedups when ``baseline`` (rung 0's row) is given."""
-    s, lo = row["step_ms"], row["loss_us"]
-    lines = [
-        f"{row['name']}",
-        f"  training step      {s['median']:8.3g} ms  (IQR {s['q1']:.3g}-{s['q3']:.3g})",
-        f"  loss fwd+bwd       {lo['median']:8.3g} us  (IQR {lo['q1']:.3g}-{lo['q3']:.3g})",
-        f"  first loss call    {duration(row['first_call_ms']):>11s}  (includes compiling, for compiled rungs)",
-        f"  traffic per loss call: {row['traffic']}",
-    ]
-    if baseline is not None and baseline is not row:
-        step_x = baseline["step_ms"]["median"] / s["median"]
-        loss_x = baseline["loss_us"]["median"] / lo["median"]
-        lines.append(f"  vs {baseline['name']}: step {step_x:.2f}x, loss {loss_x:.2f}x  (>1 is faster)")
-    return "\n".join(lines)
-
-
-def add_speedups(rows: list[dict]) -> list[dict]:
-    """Add ``step_speedup`` and ``loss_speedup`` against the first row (rung 0), in place."""
-    base = rows[0]
-    for row in rows:
-        row["step_speedup"] = base["step_ms"]["median"] / row["step_ms"]["median"]
-        row["loss_speedup"] = base["loss_us"]["median"] / row["loss_us"]["median"]
-    return rows
-
-
-def measure_ladder(profile: Profile, names: Sequence[str] | None = None, progress: bool = True) -> list[dict]:
-    """:func:`measure_rung` for each of ``names`` (default: all of ``LADDER``), with speedups."""
-    names = list(names or LADDER)
-    bar = tqdm(names, desc="ladder", unit="rung", disable=not progress)
-    rows = []
-    for name in bar:
-        bar.set_postfix_str(name)
-        rows.append(measure_rung(profile, name))
-    return add_speedups(rows)
-
-
-def doc_header(profile: Profile, lesson: str) -> dict:
-    """What every results document starts with: lesson, device, torch, profile, host and time of the run."""
-    return {
-        "lesson": lesson,
-        "device": profile.device,
-        "device_name": device_name(profile.device),
-        "torch": torch.__version__,
-        "profile": profile.as_dict(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "host": {"machine": platform.machine(), "processor": cpu_model(), "cpu_count": _cpu_count()},
-    }
-
-
-def results_doc(profile: Profile, rows: list[dict]) -> dict:
-    """Lesson 1's JSON document: the header, the baseline rung's name and the rungs."""
-    return {**doc_header(profile, "lesson01"), "baseline": rows[0]["name"], "rungs": rows}
-
-
-def _cpu_count() -> int | None:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-def machine_label(doc: dict) -> str:
-    """The GPU's name, or for CPU runs the processor model and core count."""
-    if doc["device"].startswith("cuda"):
-        return doc["device_name"]
-    host = doc.get("host", {})
-    return f"cpu ({host.get('processor', 'unknown')}, {host.get('cpu_count', '?')} cores)"
-
-
-def slug(text: str) -> str:
-    """Lower-case ``text`` with runs of other characters turned into ``-``."""
-    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
-
-
-def result_stem(doc: dict) -> str:
-    """``<lesson>-<profile>-<device-name-slug>-torch<version-slug>``, e.g. ``lesson01-smoke-cpu-torch2.14.1``."""
-    lesson = doc.get("lesson", "lesson01")
-    return f"{lesson}-{doc['profile']['name']}-{slug(doc['device_name'])}-torch{slug(doc['torch'])}"
-
-
-def markdown_table(doc: dict) -> str:
-    """The rungs as a Markdown table, headed by the device it was measured on."""
-    lines = [
-        f"Measured on **{machine_label(doc)}**, profile `{doc['profile']['name']}`, "
-        f"torch {doc['torch']}, {doc['created']}. Times: median [q1-q3]; speedups: ratios of medians measured "
-        f"one rung after another (not interleaved) against `{doc['baseline']}`; traffic counted over one "
-        f"loss forward+backward; first call: the first loss forward+backward, where compiled rungs compile.",
-        "",
-        "| rung | step ms | step speedup | loss fwd+bwd us | loss speedup | syncs | host-built tensors | first call |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in doc["rungs"]:
-        s, lo = r["step_ms"], r["loss_us"]
-        lines.append(
-            f"| {r['name']} | {s['median']:.3g} [{s['q1']:.3g}-{s['q3']:.3g}] | {r['step_speedup']:.2f}x "
-            f"| {lo['median']:.3g} [{lo['q1']:.3g}-{lo['q3']:.3g}] | {r['loss_speedup']:.2f}x "
-            f"| {r['syncs']} | {r['host_tensors']} | {duration(r['first_call_ms'])} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def write_results(doc: dict, out_dir: str | Path,
-                  markdown: Callable[[dict], str] | None = None) -> tuple[Path, Path]:
-    """Write ``<stem>.json`` and ``<stem>.md`` (``markdown(doc)``, default lesson 1's table) into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = result_stem(doc)
-    json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
-    json_path.write_text(json.dumps(doc, indent=2) + "\n")
-    md_path.write_text((markdown or markdown_table)(doc))
-    return json_path, md_path
-
-
-def print_table(doc: dict) -> None:
-    """Print the rungs with rich."""
-    from rich.console import Console
-    from rich.table import Table
-
-    title = f"lesson 1 ladder on {machine_label(doc)}, profile {doc['profile']['name']}, torch {doc['torch']}"
-    table = Table(title=title)
-    table.add_column("rung", no_wrap=True)
-    for col in ("step ms", "step x", "loss us", "loss x", "syncs", "host-built", "1st call"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for r in doc["rungs"]:
-        table.add_row(
-            r["name"], f"{r['step_ms']['median']:.3g}", f"{r['step_speedup']:.2f}",
-            f"{r['loss_us']['median']:.3g}", f"{r['loss_speedup']:.2f}",
-            str(r["syncs"]), str(r["host_tensors"]), duration(r["first_call_ms"]),
-        )
-    console = Console()
-    console.width = max(console.width, 110)  # not a terminal (CI, a pipe): rich assumes 80 columns
-    console.print(table)
+from coursekit.lessons import lessons
+from coursekit.profile import get_profile
+from coursekit.results import write_results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    use_repo_compile_cache()  # before bench02 imports torch._dynamo, which pins the default cache folder
-    from coursekit import bench02, bench03, bench04, bench06  # they import this module: import them here, not at the top
-
+    use_repo_compile_cache()  # before any bench imports torch._dynamo, which pins the default cache folder
+    benches = {str(lesson.number): lesson for lesson in lessons() if lesson.bench}
     parser = argparse.ArgumentParser(prog="python -m coursekit.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="bench/results", help="folder for the .json and .md (default: %(default)s)")
-    parser.add_argument("--lesson", choices=("1", "2", "3", "4", "6", "all"), default="all",
-                        help="which lesson to measure (default: %(default)s)")
-    parser.add_argument("--rungs", nargs="*", choices=list(LADDER), help="lesson 1: measure only these rungs")
+    parser.add_argument(
+        "--lesson", choices=[*benches, "all"], default="all", help="which lesson to measure (default: %(default)s)"
+    )
+    modules = {number: lesson.module("bench") for number, lesson in benches.items()}
+    for module in modules.values():
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(parser)
     args = parser.parse_args(argv)
     profile = get_profile()
     print(profile.describe())
-    lessons = {  # lesson -> (measure, print, markdown)
-        "1": (lambda: results_doc(profile, measure_ladder(profile, args.rungs)), print_table, markdown_table),
-        "2": (lambda: bench02.results_doc(profile, bench02.measure_graph_breaks(profile)), bench02.print_table,
-              bench02.markdown_table),
-        "3": (lambda: bench03.measure_lesson3(profile), bench03.print_table, bench03.markdown_table),
-        "4": (lambda: bench04.results_doc(profile, bench04.measure_dynamic_shapes(profile)), bench04.print_table,
-              bench04.markdown_table),
-        "6": (lambda: bench06.measure_lesson6(profile), bench06.print_table, bench06.markdown_table),
-    }
-    for lesson, (measure, show, markdown) in lessons.items():
-        if args.lesson in (lesson, "all"):
-            doc = measure()
-            show(doc)
-            for path in write_results(doc, args.out, markdown):
+    for number, module in modules.items():
+        if args.lesson in (number, "all"):
+            doc = module.run(profile, args)
+            module.print_table(doc)
+            for path in write_results(doc, args.out, module.markdown_table):
                 print(f"wrote {path}")
     return 0
 

@@ -6,7 +6,12 @@ import math
 
 import torch
 import torch.nn.functional as F
+from timm.models.vision_transformer import VisionTransformer
 from torch import nn
+
+from coursekit.profile import Profile, ViTShape
+
+Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 class ToyConvNet(nn.Module):
@@ -31,3 +36,25 @@ class ToyConvNet(nn.Module):
             if i < self.num_pools:
                 x = self.pool(x)
         return torch.flatten(x.amax(dim=(2, 3), keepdim=True), 1)
+
+
+def make_vit(profile: Profile, shape: ViTShape, seed: int = 0) -> VisionTransformer:
+    """A timm ``VisionTransformer`` of ``shape`` for the profile's images, on its device."""
+    torch.manual_seed(seed)
+    model = VisionTransformer(
+        img_size=profile.vit_image,
+        patch_size=profile.vit_patch,
+        num_classes=profile.vit_classes,
+        embed_dim=shape.dim,
+        depth=shape.depth,
+        num_heads=shape.heads,
+    )
+    return model.to(profile.device)
+
+
+def image_batch(profile: Profile, seed: int) -> Batch:
+    """Random images and labels (the article's fake dataset), made on the CPU for repeatability."""
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.randn(profile.vit_batch, 3, profile.vit_image, profile.vit_image, generator=gen)
+    labels = torch.randint(0, profile.vit_classes, (profile.vit_batch,), generator=gen)
+    return images.to(profile.device), labels.to(profile.device)

@@ -75,7 +75,7 @@ class Timing:
         return asdict(self)
 
 
-def _summary(values: list[float]) -> tuple[float, float, float]:
+def quartiles_of(values: list[float]) -> tuple[float, float, float]:
     if len(values) < 2:
         return values[0], values[0], values[0]
     q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
@@ -96,7 +96,7 @@ def time_per_call(
         fn(*make_args(-1 - i))
     calls = calls_for(fn, make_args(0), device, min_sample_s)
     values = [_sample(fn, make_args(i), calls, device) for i in range(samples)]
-    med, q1, q3 = _summary(values)
+    med, q1, q3 = quartiles_of(values)
     return Timing(med, q1, q3, samples)
 
 
@@ -172,11 +172,15 @@ def compare(
         times_a.append(a)
         times_b.append(b)
         ratios.append(a / b)
-    med, q1, q3 = _summary(ratios)
+    med, q1, q3 = quartiles_of(ratios)
     return Comparison(
-        speedup=med, speedup_q1=q1, speedup_q3=q3,
-        baseline=Timing(*_summary(times_a), trials), candidate=Timing(*_summary(times_b), trials),
-        trials=trials, timed_s=timed,
+        speedup=med,
+        speedup_q1=q1,
+        speedup_q3=q3,
+        baseline=Timing(*quartiles_of(times_a), trials),
+        candidate=Timing(*quartiles_of(times_b), trials),
+        trials=trials,
+        timed_s=timed,
     )
 
 

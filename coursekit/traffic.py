@@ -52,8 +52,10 @@ class Traffic:
 
     def summary(self) -> str:
         """A short, readable account, e.g. for a notebook or a failing check."""
+
         def fmt(counts: Counter) -> str:
             return ", ".join(f"{k} x{v}" for k, v in counts.most_common()) or "none"
+
         return f"device->host syncs: {fmt(self.syncs)}; host-built tensors / H2D copies: {fmt(self.host_tensors)}"
 
 
@@ -93,8 +95,9 @@ def _count_profile(prof: torch.profiler.profile, traffic: Traffic, allow_inside:
 
 
 @contextmanager
-def watch_traffic(device: str | torch.device = "cpu", allow_inside: tuple[str, ...] = (),
-                  host_reads: bool = True) -> Iterator[Traffic]:
+def watch_traffic(
+    device: str | torch.device = "cpu", allow_inside: tuple[str, ...] = (), host_reads: bool = True
+) -> Iterator[Traffic]:
     """Count syncs and host-built tensors in the ``with`` block; read the result after it.
 
     ``allow_inside`` names op prefixes (e.g. ``("mylib::",)`` for a custom op

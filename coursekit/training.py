@@ -22,8 +22,9 @@ def make_model(profile: Profile, seed: int = 0) -> tuple[nn.Module, torch.optim.
     return model, torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
 
-def train_step(model: nn.Module, loss_fn: LossFn, optimizer: torch.optim.Optimizer,
-               images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def train_step(
+    model: nn.Module, loss_fn: LossFn, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
     """One optimisation step; returns the loss as a device tensor (reading it would sync)."""
     optimizer.zero_grad(set_to_none=True)
     loss = loss_fn(model(images), labels)
@@ -39,7 +40,10 @@ def time_step(profile: Profile, loss_fn: LossFn, seed: int = 0) -> Timing:
     return time_per_call(
         lambda x, y: train_step(model, loss_fn, optimizer, x, y),
         lambda i: batches[i % len(batches)],
-        device=profile.device, warmup=profile.warmup, samples=profile.steps, min_sample_s=profile.min_sample_s,
+        device=profile.device,
+        warmup=profile.warmup,
+        samples=profile.steps,
+        min_sample_s=profile.min_sample_s,
     )
 
 
@@ -58,5 +62,8 @@ def time_loss(profile: Profile, loss_fn: LossFn, seed: int = 0) -> Timing:
     return time_per_call(
         lambda x, y: loss_fn(x, y).backward(),
         lambda i: inputs[i % len(inputs)],
-        device=profile.device, warmup=profile.warmup, samples=profile.steps, min_sample_s=profile.min_sample_s,
+        device=profile.device,
+        warmup=profile.warmup,
+        samples=profile.steps,
+        min_sample_s=profile.min_sample_s,
     )

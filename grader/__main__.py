@@ -32,8 +32,9 @@ def find_notebooks(path: Path) -> list[tuple[str, Path]]:
         return [(ex, path / NOTEBOOKS[ex]) for ex in exercises()]
     exercise = exercise_for(path)
     if exercise is None:
-        raise SystemExit(f"grader: cannot tell which exercise {path.name} is; name it like "
-                         f"{', '.join(NOTEBOOKS.values())}")
+        raise SystemExit(
+            f"grader: cannot tell which exercise {path.name} is; name it like {', '.join(NOTEBOOKS.values())}"
+        )
     return [(exercise, path)]
 
 
@@ -58,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="JSON report path (default: reports/<name>.json)")
     parser.add_argument("--only", help="comma-separated check ids to run")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--unsandboxed", action="store_true",
-                        help="run learner code without the sandbox (reports say so)")
+    parser.add_argument(
+        "--unsandboxed", action="store_true", help="run learner code without the sandbox (reports say so)"
+    )
     args = parser.parse_args(argv)
     if not args.path.exists():
         parser.error(f"{args.path} does not exist")
@@ -74,13 +76,30 @@ def main(argv: list[str] | None = None) -> int:
         if not ids:
             continue
         if not notebook.is_file():
-            grades.append(NotebookGrade(str(notebook), exercise, [
-                CheckResult.failed(c, f"notebook not found: {notebook}") for c in checks_for(exercise)
-                if c.id in ids]))
+            grades.append(
+                NotebookGrade(
+                    str(notebook),
+                    exercise,
+                    [
+                        CheckResult.failed(c, f"notebook not found: {notebook}")
+                        for c in checks_for(exercise)
+                        if c.id in ids
+                    ],
+                )
+            )
             continue
-        grades.append(grade_notebook(notebook, exercise, profile, seed, check_ids=ids, ctx=ctx,
-                                     progress=not args.no_progress,
-                                     sandbox_policy="off" if args.unsandboxed else "prefer"))
+        grades.append(
+            grade_notebook(
+                notebook,
+                exercise,
+                profile,
+                seed,
+                check_ids=ids,
+                ctx=ctx,
+                progress=not args.no_progress,
+                sandbox_policy="off" if args.unsandboxed else "prefer",
+            )
+        )
     report = build_report(grades, profile, ctx.describe_thresholds())
     report["threshold_sources"] = threshold_sources(report, ctx)
     print_table(report)

@@ -48,11 +48,27 @@ from grader.interface import NOTEBOOKS, exercise_for
 from grader.registry import checks_for, get
 from grader.report import build_report
 from grader.results import CheckResult
-from grader.runner import (CHECK_TIMEOUT_S, NOTEBOOK_BUDGET_S, NotebookGrade, SandboxRequired, grade_notebook,
-                           sandbox_report)
+from grader.runner import (
+    CHECK_TIMEOUT_S,
+    NOTEBOOK_BUDGET_S,
+    NotebookGrade,
+    SandboxRequired,
+    grade_notebook,
+    sandbox_report,
+)
 
-SUMMARY_FIELDS = ["student", "exercise", "check", "kind", "points", "max_points", "passed", "measured", "required",
-                  "message"]
+SUMMARY_FIELDS = [
+    "student",
+    "exercise",
+    "check",
+    "kind",
+    "points",
+    "max_points",
+    "passed",
+    "measured",
+    "required",
+    "message",
+]
 
 
 @dataclass(frozen=True)
@@ -100,9 +116,20 @@ def is_done(job: Job, ids: list[str]) -> bool:
     return data.get("sha256") == job.sha256 and [c["id"] for c in data.get("checks", [])] == ids
 
 
-def grade_job(student: str, exercise: str, notebook: str, content: bytes, check_ids: list[str], seed: int,
-              restore_from: str | None, check_timeout_s: float | None, budget_s: float | None,
-              profile_name: str | None = None, device: str | None = None, sandbox_policy: str = "require") -> dict:
+def grade_job(
+    student: str,
+    exercise: str,
+    notebook: str,
+    content: bytes,
+    check_ids: list[str],
+    seed: int,
+    restore_from: str | None,
+    check_timeout_s: float | None,
+    budget_s: float | None,
+    profile_name: str | None = None,
+    device: str | None = None,
+    sandbox_policy: str = "require",
+) -> dict:
     """Grade one submission here (a local slot or a Ray task) and return its report."""
     import nbformat
 
@@ -125,16 +152,31 @@ def grade_job(student: str, exercise: str, notebook: str, content: bytes, check_
                 notes = restore_locked_cells(nb, nbformat.read(released, as_version=4))
                 if notes:
                     nbformat.write(nb, path)
-        grade = grade_notebook(path, exercise, profile, ctx.secret_seed, check_ids=check_ids, ctx=ctx,
-                               check_timeout_s=check_timeout_s, budget_s=budget_s, progress=False,
-                               sandbox_policy=sandbox_policy)
+        grade = grade_notebook(
+            path,
+            exercise,
+            profile,
+            ctx.secret_seed,
+            check_ids=check_ids,
+            ctx=ctx,
+            check_timeout_s=check_timeout_s,
+            budget_s=budget_s,
+            progress=False,
+            sandbox_policy=sandbox_policy,
+        )
     grade.notebook = notebook
     report = build_report([grade], profile, ctx.describe_thresholds())
-    report.update(student=student, exercise=exercise, submission=notebook,
-                  sha256=hashlib.sha256(content).hexdigest(), integrity=notes,
-                  threshold_sources={c: ctx.threshold_source(c) for c in check_ids if get(c).kind == "speed"},
-                  host=socket.gethostname(), gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                  seconds=round(time.monotonic() - started, 2))
+    report.update(
+        student=student,
+        exercise=exercise,
+        submission=notebook,
+        sha256=hashlib.sha256(content).hexdigest(),
+        integrity=notes,
+        threshold_sources={c: ctx.threshold_source(c) for c in check_ids if get(c).kind == "speed"},
+        host=socket.gethostname(),
+        gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        seconds=round(time.monotonic() - started, 2),
+    )
     return report
 
 
@@ -143,8 +185,9 @@ def failed_report(job: Job, ids: list[str], message: str) -> dict:
     profile = get_profile()
     grade = NotebookGrade(str(job.notebook), job.exercise, [CheckResult.failed(get(c), message) for c in ids])
     report = build_report([grade], profile, Context.create(profile, 0).describe_thresholds())
-    report.update(student=job.student, exercise=job.exercise, submission=str(job.notebook), sha256="",
-                  integrity=[], error=message)
+    report.update(
+        student=job.student, exercise=job.exercise, submission=str(job.notebook), sha256="", integrity=[], error=message
+    )
     return report
 
 
@@ -164,8 +207,9 @@ def write_summary(out: Path, jobs: list[Job]) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     with summary.open("w", newline="") as fs, scores.open("w", newline="") as fc:
         rows = csv.DictWriter(fs, fieldnames=SUMMARY_FIELDS)
-        totals = csv.DictWriter(fc, fieldnames=["student", "exercise", "score", "max_score", "integrity",
-                                                "thresholds", "report"])
+        totals = csv.DictWriter(
+            fc, fieldnames=["student", "exercise", "score", "max_score", "integrity", "thresholds", "report"]
+        )
         rows.writeheader()
         totals.writeheader()
         for job in jobs:
@@ -174,11 +218,25 @@ def write_summary(out: Path, jobs: list[Job]) -> tuple[Path, Path]:
             except (OSError, ValueError):
                 continue
             for c in report["checks"]:
-                rows.writerow({"student": job.student, "exercise": job.exercise, "check": c["id"],
-                               **{k: c[k] for k in SUMMARY_FIELDS[3:]}})
-            totals.writerow({"student": job.student, "exercise": job.exercise, "score": report["score"],
-                             "max_score": report["max_score"], "integrity": "; ".join(report.get("integrity", [])),
-                             "thresholds": report["thresholds"], "report": str(job.report)})
+                rows.writerow(
+                    {
+                        "student": job.student,
+                        "exercise": job.exercise,
+                        "check": c["id"],
+                        **{k: c[k] for k in SUMMARY_FIELDS[3:]},
+                    }
+                )
+            totals.writerow(
+                {
+                    "student": job.student,
+                    "exercise": job.exercise,
+                    "score": report["score"],
+                    "max_score": report["max_score"],
+                    "integrity": "; ".join(report.get("integrity", [])),
+                    "thresholds": report["thresholds"],
+                    "report": str(job.report),
+                }
+            )
     return summary, scores
 
 
@@ -187,8 +245,11 @@ def cuda_slots(limit: int | None) -> list[str]:
     import torch
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    gpus = [g.strip() for g in visible.split(",") if g.strip()] if visible else \
-        [str(i) for i in range(torch.cuda.device_count())]
+    gpus = (
+        [g.strip() for g in visible.split(",") if g.strip()]
+        if visible
+        else [str(i) for i in range(torch.cuda.device_count())]
+    )
     return gpus[:limit] if limit else gpus
 
 
@@ -209,8 +270,7 @@ def run_local(jobs: list[Job], make_args, workers: int, gpus: list[str], on_done
     devices = ctx.Queue()
     for i in range(workers):
         devices.put(gpus[i] if gpus else None)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pin_slot,
-                             initargs=(devices,)) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pin_slot, initargs=(devices,)) as pool:
         pending = {pool.submit(grade_job, *make_args(job)): job for job in jobs}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -226,7 +286,9 @@ def run_ray(jobs: list[Job], make_args, workers: int, cuda: bool, address: str |
     import ray
 
     address = address or os.environ.get("RAY_ADDRESS")
-    options = {"address": address} if address else {"num_cpus": workers, "num_gpus": len(cuda_slots(None)) if cuda else 0}
+    options = (
+        {"address": address} if address else {"num_cpus": workers, "num_gpus": len(cuda_slots(None)) if cuda else 0}
+    )
     ray.init(include_dashboard=False, log_to_driver=False, **options)
     try:
         task = ray.remote(num_cpus=1, num_gpus=1 if cuda else 0, max_retries=0)(grade_job)
@@ -247,22 +309,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader batch", description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="one folder per student, each with exercise notebooks")
     parser.add_argument("--out", type=Path, default=Path("reports/batch"), help="reports and CSVs (reports/batch)")
-    parser.add_argument("--workers", type=int, help="parallel submissions (default: one per GPU on CUDA, "
-                        "half the cores up to 4 on CPU)")
-    parser.add_argument("--timeout", type=float, help="seconds a whole submission may take (default: the "
-                        "grader's per-notebook budget)")
-    parser.add_argument("--check-timeout", type=float, help="seconds one check may take (default: "
-                        "GRADER_CHECK_TIMEOUT, else the grader's per-check timeout)")
+    parser.add_argument(
+        "--workers", type=int, help="parallel submissions (default: one per GPU on CUDA, half the cores up to 4 on CPU)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, help="seconds a whole submission may take (default: the grader's per-notebook budget)"
+    )
+    parser.add_argument(
+        "--check-timeout",
+        type=float,
+        help="seconds one check may take (default: GRADER_CHECK_TIMEOUT, else the grader's per-check timeout)",
+    )
     parser.add_argument("--only", help="comma-separated check ids to run")
     parser.add_argument("--force", action="store_true", help="regrade submissions graded before")
-    parser.add_argument("--restore-from", type=Path, default=Path("exercises"),
-                        help="released notebooks to restore deleted or edited locked cells from (default exercises/)")
+    parser.add_argument(
+        "--restore-from",
+        type=Path,
+        default=Path("exercises"),
+        help="released notebooks to restore deleted or edited locked cells from (default exercises/)",
+    )
     parser.add_argument("--no-restore", action="store_true", help="grade notebooks exactly as submitted")
     parser.add_argument("--engine", choices=("local", "ray"), default="local")
     parser.add_argument("--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local one)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--unsandboxed", action="store_true", help="grade without the sandbox, on a machine that "
-                        "has none (every report says so); learner code then runs with your rights")
+    parser.add_argument(
+        "--unsandboxed",
+        action="store_true",
+        help="grade without the sandbox, on a machine that "
+        "has none (every report says so); learner code then runs with your rights",
+    )
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
         parser.error(f"{args.folder} is not a folder")
@@ -285,8 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     restore = None if args.no_restore or not args.restore_from.is_dir() else str(args.restore_from.resolve())
     if restore is None and not args.no_restore:
         print(f"warning: no released notebooks in {args.restore_from}: locked cells are not restored", file=sys.stderr)
-    check_timeout = args.check_timeout or float(os.environ.get("GRADER_CHECK_TIMEOUT") or
-                                                CHECK_TIMEOUT_S[profile.device_class])
+    check_timeout = args.check_timeout or float(
+        os.environ.get("GRADER_CHECK_TIMEOUT") or CHECK_TIMEOUT_S[profile.device_class]
+    )
     budget = args.timeout or NOTEBOOK_BUDGET_S[profile.device_class]
     gpus = cuda_slots(args.workers) if cuda else []
     workers = len(gpus) if cuda else (args.workers or default_cpu_workers())
@@ -294,14 +370,27 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("CUDA profile but no GPU is visible")
     where = f"{workers} GPU slot(s) ({', '.join(gpus)})" if cuda else f"{workers} CPU worker(s)"
     engine = "Ray" if args.engine == "ray" else "local"
-    print(f"{len(jobs)} submission(s) in {args.folder}: {len(jobs) - len(todo)} already graded, grading "
-          f"{len(todo)} with {where} ({engine}), up to {check_timeout:.0f} s a check and {budget:.0f} s a submission",
-          flush=True)
+    print(
+        f"{len(jobs)} submission(s) in {args.folder}: {len(jobs) - len(todo)} already graded, grading "
+        f"{len(todo)} with {where} ({engine}), up to {check_timeout:.0f} s a check and {budget:.0f} s a submission",
+        flush=True,
+    )
 
     def make_args(job: Job) -> tuple:
-        return (job.student, job.exercise, str(job.notebook), job.notebook.read_bytes(), ids_for[job.exercise],
-                seed, restore, check_timeout, budget, os.environ.get("COURSEKIT_PROFILE"),
-                os.environ.get("COURSEKIT_DEVICE"), policy)
+        return (
+            job.student,
+            job.exercise,
+            str(job.notebook),
+            job.notebook.read_bytes(),
+            ids_for[job.exercise],
+            seed,
+            restore,
+            check_timeout,
+            budget,
+            os.environ.get("COURSEKIT_PROFILE"),
+            os.environ.get("COURSEKIT_DEVICE"),
+            policy,
+        )
 
     bar = tqdm(total=len(todo), unit="sub", desc="grading", disable=args.no_progress)
     started = time.monotonic()
@@ -310,8 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     def on_done(job: Job, outcome) -> None:
         nonlocal graded
         if isinstance(outcome, Exception):
-            outcome = failed_report(job, ids_for[job.exercise], f"the batch grader could not grade this submission "
-                                    f"({type(outcome).__name__}: {outcome}); run the batch again to retry it")
+            outcome = failed_report(
+                job,
+                ids_for[job.exercise],
+                f"the batch grader could not grade this submission "
+                f"({type(outcome).__name__}: {outcome}); run the batch again to retry it",
+            )
         else:
             graded += 1
         write_report(job.report, outcome)

@@ -29,8 +29,7 @@ from pathlib import Path
 import torch
 
 from coursekit.profile import get_profile
-from grader.context import (CALIBRATION_DIR, Context, calibration_name, cpu_model, device_model, load_thresholds,
-                            slug)
+from grader.context import CALIBRATION_DIR, Context, calibration_name, cpu_model, device_model, load_thresholds, slug
 from grader.interface import NOTEBOOKS
 from grader.registry import load_all
 from grader.runner import grade_notebook
@@ -60,11 +59,14 @@ def measure(check_ids: list[str], runs: int, solutions: Path, progress: bool) ->
             grade = grade_notebook(notebook, exercise, profile, seed=1000 + 7 * run, check_ids=ids, progress=progress)
             for r in grade.results:
                 if r.measured is None:
-                    raise SystemExit(f"calibrate: the reference solution did not measure {r.id} (run {run + 1}): "
-                                     f"{r.message}")
+                    raise SystemExit(
+                        f"calibrate: the reference solution did not measure {r.id} (run {run + 1}): {r.message}"
+                    )
                 measured[r.id].append(float(r.measured))
-            print(f"  {exercise} run {run + 1}/{runs}: " + ", ".join(f"{r.id} {r.measured:.2f}x" for r in grade.results),
-                  flush=True)
+            print(
+                f"  {exercise} run {run + 1}/{runs}: " + ", ".join(f"{r.id} {r.measured:.2f}x" for r in grade.results),
+                flush=True,
+            )
     return measured
 
 
@@ -78,39 +80,68 @@ def _toml_value(value) -> str:
     return repr(round(value, 4)) if isinstance(value, float) else str(value)
 
 
-def render(measured: dict[str, list[float]], fraction: float, runs: int,
-           kept: dict[str, dict] | None = None) -> tuple[str, list[list[str]]]:
+def render(
+    measured: dict[str, list[float]], fraction: float, runs: int, kept: dict[str, dict] | None = None
+) -> tuple[str, list[list[str]]]:
     """The calibration file's text, and rows for the printed summary; ``kept`` entries (checks calibrated
     earlier on this device and not measured now) are carried over unchanged."""
     profile = get_profile()
     defaults = load_thresholds().get(profile.device_class, {})
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    where = (f"{device_model(profile)}" if profile.device_class == "cuda"
-             else f"{cpu_model()} ({cores} cores, {profile.threads} thread(s) while timing)")
+    where = (
+        f"{device_model(profile)}"
+        if profile.device_class == "cuda"
+        else f"{cpu_model()} ({cores} cores, {profile.threads} thread(s) while timing)"
+    )
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    lines = [f"# Speed thresholds calibrated on this machine by `make calibrate` ({created}).",
-             "# required = 1 + fraction * (median - 1): the stated fraction of the gain the reference solution",
-             "# measured over the grader's baseline here; `runs` holds every run, `spread` is max - min.",
-             "# The grader uses this file only on a machine with the same device, profile and torch version.",
-             "", "[calibration]"]
-    meta = {"device": slug(device_model(profile)), "device_name": where, "device_class": profile.device_class,
-            "profile": profile.name, "torch": torch.__version__, "runs": runs, "fraction": fraction,
-            "rule": "required = 1 + fraction * (median - 1)", "created": created}
+    lines = [
+        f"# Speed thresholds calibrated on this machine by `make calibrate` ({created}).",
+        "# required = 1 + fraction * (median - 1): the stated fraction of the gain the reference solution",
+        "# measured over the grader's baseline here; `runs` holds every run, `spread` is max - min.",
+        "# The grader uses this file only on a machine with the same device, profile and torch version.",
+        "",
+        "[calibration]",
+    ]
+    meta = {
+        "device": slug(device_model(profile)),
+        "device_name": where,
+        "device_class": profile.device_class,
+        "profile": profile.name,
+        "torch": torch.__version__,
+        "runs": runs,
+        "fraction": fraction,
+        "rule": "required = 1 + fraction * (median - 1)",
+        "created": created,
+    }
     lines += [f"{k} = {_toml_value(v)}" for k, v in meta.items()]
     rows = []
     for cid, values in measured.items():
         median = statistics.median(values)
         spread = max(values) - min(values)
         required = required_from(median, fraction)
-        entry = {"required": required, "reference": round(median, 3), "runs": [round(v, 3) for v in values],
-                 "min": round(min(values), 3), "max": round(max(values), 3), "spread": round(spread, 3),
-                 "relative_spread": round(spread / median, 3) if median else 0.0,
-                 "measured_on": f"{where}, {profile.name} profile, torch {torch.__version__}; {runs} runs "
-                                f"{min(values):.2f}-{max(values):.2f}, median {median:.2f}"}
+        entry = {
+            "required": required,
+            "reference": round(median, 3),
+            "runs": [round(v, 3) for v in values],
+            "min": round(min(values), 3),
+            "max": round(max(values), 3),
+            "spread": round(spread, 3),
+            "relative_spread": round(spread / median, 3) if median else 0.0,
+            "measured_on": f"{where}, {profile.name} profile, torch {torch.__version__}; {runs} runs "
+            f"{min(values):.2f}-{max(values):.2f}, median {median:.2f}",
+        }
         lines += ["", f'[checks."{cid}"]'] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()]
         default = defaults.get(cid, {}).get("required")
-        rows.append([cid, " ".join(f"{v:.2f}" for v in values), f"{median:.2f}x", f"{spread:.2f}",
-                     f"{required:.2f}x", f"{default:.2f}x" if default else "-"])
+        rows.append(
+            [
+                cid,
+                " ".join(f"{v:.2f}" for v in values),
+                f"{median:.2f}x",
+                f"{spread:.2f}",
+                f"{required:.2f}x",
+                f"{default:.2f}x" if default else "-",
+            ]
+        )
     for cid, entry in sorted((kept or {}).items()):
         if cid not in measured:
             lines += ["", f'[checks."{cid}"]'] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()]
@@ -120,8 +151,12 @@ def render(measured: dict[str, list[float]], fraction: float, runs: int,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader calibrate", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="grading runs per exercise (default 3)")
-    parser.add_argument("--fraction", type=float, default=DEFAULT_FRACTION,
-                        help=f"fraction of the reference's gain to require (default {DEFAULT_FRACTION})")
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=DEFAULT_FRACTION,
+        help=f"fraction of the reference's gain to require (default {DEFAULT_FRACTION})",
+    )
     parser.add_argument("--only", help="comma-separated speed check ids (default: all speed checks)")
     parser.add_argument("--out", type=Path, default=CALIBRATION_DIR, help="folder for the file (grader/calibration)")
     parser.add_argument("--solutions", type=Path, default=SOLUTIONS, help="reference solutions (solutions/)")
@@ -136,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"not speed checks: {', '.join(unknown)}")
     profile = get_profile()
     target = args.out / calibration_name(profile)
-    print(f"calibrating {len(ids)} speed check(s) on {device_model(profile)} ({profile.name} profile, torch "
-          f"{torch.__version__}), {args.runs} run(s) each", flush=True)
+    print(
+        f"calibrating {len(ids)} speed check(s) on {device_model(profile)} ({profile.name} profile, torch "
+        f"{torch.__version__}), {args.runs} run(s) each",
+        flush=True,
+    )
     measured = measure(ids, args.runs, args.solutions, not args.no_progress)
     kept = {}
     if target.is_file():  # keep what an earlier run calibrated for other checks (e.g. after --only)

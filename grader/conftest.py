@@ -8,5 +8,9 @@ import pytest
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--submission", default="exercises", type=Path,
-                     help="a submission notebook or a folder of them (default: exercises/)")
+    parser.addoption(
+        "--submission",
+        default="exercises",
+        type=Path,
+        help="a submission notebook or a folder of them (default: exercises/)",
+    )

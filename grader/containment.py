@@ -76,8 +76,11 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
     ``sandboxed_only`` (another judge's workers), only the trees of ``worker_pids``, and only sandboxed processes."""
     done: dict[int, psutil.Process] = {}
     for _ in range(50):  # until a pass finds nothing new: a stopped process starts nothing
-        new = [p for p in learner_processes(worker_pids, adopted=not sandboxed_only)
-               if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))]
+        new = [
+            p
+            for p in learner_processes(worker_pids, adopted=not sandboxed_only)
+            if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))
+        ]
         if not new:
             break
         _signal_all(new, signal.SIGSTOP)
@@ -86,8 +89,12 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
     for p in done.values():  # wait until each has really stopped (the signal is delivered asynchronously)
         while time.monotonic() < deadline:
             try:
-                if p.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE,
-                                  psutil.STATUS_DEAD):
+                if p.status() in (
+                    psutil.STATUS_STOPPED,
+                    psutil.STATUS_TRACING_STOP,
+                    psutil.STATUS_ZOMBIE,
+                    psutil.STATUS_DEAD,
+                ):
                     break
             except psutil.Error:
                 break

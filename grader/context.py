@@ -15,15 +15,15 @@ uses the defaults only.  Every report says which thresholds it used
 from __future__ import annotations
 
 import os
-import re
 import secrets
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomllib
 import torch
 
 from coursekit.profile import Profile, cpu_model, device_name, get_profile
+from coursekit.results import slug
 
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.toml")
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
@@ -32,17 +32,16 @@ CALIBRATION_ENV = "GRADER_CALIBRATION"
 
 
 def load_thresholds(path: Path = THRESHOLDS_FILE) -> dict[str, dict[str, dict]]:
-    """``{device_class: {check_id: {required, reference, measured_on}}}`` (empty where the file is absent,
-    as in the learner kit, which has no speed checks)."""
-    if not path.is_file():
-        return {}
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
-
-
-def slug(text: str) -> str:
-    """Lower-case ``text`` with runs of other characters turned into ``-``."""
-    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+    """``{device_class: {check_id: {required, reference, measured_on}}, "review": {...}}``: ``path`` merged with
+    every exercise's own ``grader/exercises/exNN/thresholds.toml`` (empty where none exist, as in the learner
+    kit, which has no speed checks)."""
+    merged: dict[str, dict[str, dict]] = {}
+    for file in [path, *sorted(path.parent.glob("exercises/ex[0-9][0-9]/thresholds.toml"))]:
+        if file.is_file():
+            with file.open("rb") as fh:
+                for section, entries in tomllib.load(fh).items():
+                    merged.setdefault(section, {}).update(entries)
+    return merged
 
 
 def device_model(profile: Profile) -> str:
@@ -104,7 +103,9 @@ class Context:
         try:
             return float(self.thresholds[self.profile.device_class][check_id]["required"])
         except KeyError:
-            raise KeyError(f"no {self.profile.device_class} threshold for {check_id} in {THRESHOLDS_FILE}") from None
+            raise KeyError(
+                f"no {self.profile.device_class} threshold for {check_id} in its exercise's thresholds.toml"
+            ) from None
 
     def review_above(self, check_id: str) -> float | None:
         """A speedup above this is implausible for the device class and goes to an instructor."""

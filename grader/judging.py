@@ -21,8 +21,10 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str, hint: str = "") -> None:
     """Compare with the tolerance for ``dtype``; the message shows the largest difference."""
     if tuple(actual.shape) != tuple(expected.shape):
-        raise AssertionError(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
-                             + (" (a scalar: reduce to one number)" if expected.dim() == 0 else ""))
+        raise AssertionError(
+            f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+            + (" (a scalar: reduce to one number)" if expected.dim() == 0 else "")
+        )
     if actual.dtype == torch.bool or expected.dtype == torch.bool:
         actual, expected = actual.to(torch.float64), expected.to(torch.float64)
     a = actual.detach().to("cpu", torch.float64)
@@ -33,8 +35,10 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtyp
     if not torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
         diff = (a - e).abs().nan_to_num(float("inf")).max().item()
         shown = f"got {a.item():.7g}, expected {e.item():.7g}" if a.dim() == 0 else f"max abs difference {diff:.3g}"
-        raise AssertionError(f"{what}: {shown} (tolerance for {str(dtype).removeprefix('torch.')}: "
-                             f"rtol={rtol:g}, atol={atol:g}). {hint}".strip())
+        raise AssertionError(
+            f"{what}: {shown} (tolerance for {str(dtype).removeprefix('torch.')}: "
+            f"rtol={rtol:g}, atol={atol:g}). {hint}".strip()
+        )
 
 
 def fixture_path(exercise: str) -> Path:
@@ -48,8 +52,10 @@ def fixtures(exercise: str) -> dict[str, torch.Tensor]:
 
     path = fixture_path(exercise)
     if not path.is_file():
-        raise AssertionError(f"{path.name} is missing for {exercise}: the public checks compare against it "
-                             "(an instructor runs `make fixtures`)")
+        raise AssertionError(
+            f"{path.name} is missing for {exercise}: the public checks compare against it "
+            "(an instructor runs `make fixtures`)"
+        )
     return safetensors.torch.load_file(str(path))
 
 
@@ -65,6 +71,7 @@ def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: fl
     keeps the structure points it earns, as before."""
     from grader.protocol import ProtocolError
 
-    if tuple(seen.shape) != tuple(own.shape) or not torch.allclose(seen.double(), own.double(), rtol=rtol, atol=atol,
-                                                                     equal_nan=True):
+    if tuple(seen.shape) != tuple(own.shape) or not torch.allclose(
+        seen.double(), own.double(), rtol=rtol, atol=atol, equal_nan=True
+    ):
         raise ProtocolError(f"inconsistent answers: {what} differs from what the same code gave for the same inputs")

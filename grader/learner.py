@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,18 @@ import torch
 
 from coursekit.profile import Profile
 from grader import containment, machine_lock, sandbox
-from grader.protocol import (ERROR_KINDS, Answer, Deadline, ProtocolError, clip, pack, readable, recv_frame,
-                             send_frame, unpack)
+from grader.protocol import (
+    ERROR_KINDS,
+    Answer,
+    Deadline,
+    ProtocolError,
+    clip,
+    pack,
+    readable,
+    recv_frame,
+    send_frame,
+    unpack,
+)
 
 START_METHOD_ENV = "GRADER_START_METHOD"  # "forkserver" (default where available) or "spawn"
 PRELOAD = ["grader.preload"]  # what the fork server imports once
@@ -86,8 +96,9 @@ def scrubbed_environ() -> Iterator[None]:
 def worker_context() -> mp.context.BaseContext:
     """Workers fork from a server that imported torch, timm and the probes once (``forkserver``), or start from
     scratch (``spawn``, ``GRADER_START_METHOD=spawn``). The server imports modules and runs nothing else."""
-    method = os.environ.get(START_METHOD_ENV) or ("forkserver" if "forkserver" in mp.get_all_start_methods()
-                                                   else "spawn")
+    method = os.environ.get(START_METHOD_ENV) or (
+        "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    )
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(PRELOAD)
@@ -97,8 +108,20 @@ def worker_context() -> mp.context.BaseContext:
 def _worker_modules() -> list[Path]:
     """The grader's files a worker may read: its own code and the probes and contracts (public in the kit)."""
     grader = ROOT / "grader"
-    files = [grader / n for n in ("__init__.py", "protocol.py", "worker.py", "loader.py", "sandbox.py",
-                                  "probing.py", "notebook.py", "quiet.py", "preload.py")]
+    files = [
+        grader / n
+        for n in (
+            "__init__.py",
+            "protocol.py",
+            "worker.py",
+            "loader.py",
+            "sandbox.py",
+            "probing.py",
+            "notebook.py",
+            "quiet.py",
+            "preload.py",
+        )
+    ]
     exercises = grader / "exercises"
     files.append(exercises / "__init__.py")
     for folder in sorted(exercises.glob("ex[0-9][0-9]")):
@@ -154,8 +177,10 @@ def explain(error: dict[str, Any], contract: str, problems: list[str], probe: st
     if kind == "missing":
         name = clip(error.get("name"), 100)
         why = "".join(f"\n  - {p}" for p in problems)
-        return LearnerFailure(f"`{name}` is not defined in your notebook. Expected: {contract}"
-                              + (f"\nWhile loading your notebook:{why}" if why else ""))
+        return LearnerFailure(
+            f"`{name}` is not defined in your notebook. Expected: {contract}"
+            + (f"\nWhile loading your notebook:{why}" if why else "")
+        )
     if kind == "not_implemented":
         return LearnerFailure(f"not implemented yet{where}: replace `raise NotImplementedError()` with your solution")
     if kind in ("assertion", "unsettled"):
@@ -164,11 +189,15 @@ def explain(error: dict[str, Any], contract: str, problems: list[str], probe: st
     first = clip(error.get("message") or "", 500)
     etype = clip(error.get("type") or "Exception", 80)
     if error.get("dynamo"):
-        return Unsettled(f"torch.compile could not capture your code as one graph{where}: {first or etype}. Run "
-                         "torch._dynamo.explain(fn)(*args) or set TORCH_LOGS=graph_breaks to see where it breaks.")
+        return Unsettled(
+            f"torch.compile could not capture your code as one graph{where}: {first or etype}. Run "
+            "torch._dynamo.explain(fn)(*args) or set TORCH_LOGS=graph_breaks to see where it breaks."
+        )
     if "can't allocate memory" in first or "not enough memory" in first or etype == "MemoryError":
-        return LearnerFailure(f"your code ran out of memory{where}: the grading process may use at most its memory "
-                              "limit. A huge allocation, or tensors kept alive in a list?")
+        return LearnerFailure(
+            f"your code ran out of memory{where}: the grading process may use at most its memory "
+            "limit. A huge allocation, or tensors kept alive in a list?"
+        )
     failure = Unsettled if error.get("torch") else LearnerFailure
     return failure(f"your code raised {etype}: {first}{where}")
 
@@ -183,8 +212,16 @@ class _Worker:
 class RemoteLearner:
     """The notebook's definitions in a sandboxed worker process; see the module docstring."""
 
-    def __init__(self, cells: list[str], exercise: str, profile: Profile, limits: Limits, *,
-                 report: sandbox.Report, workdir: Path) -> None:
+    def __init__(
+        self,
+        cells: list[str],
+        exercise: str,
+        profile: Profile,
+        limits: Limits,
+        *,
+        report: sandbox.Report,
+        workdir: Path,
+    ) -> None:
         self.cells, self.exercise, self.profile, self.limits = cells, exercise, profile, limits
         self.report = report
         self.workdir = workdir
@@ -221,8 +258,11 @@ class RemoteLearner:
             return
         seed = SEED_ROOT / self.exercise
         # the compile caches, and Inductor's precompiled C++ header (kept under TMPDIR, whatever the cache dir)
-        kept = ["inductor", "triton", *(str(p.relative_to(self._scratch)) for p in
-                                         self._scratch.glob("tmp/torchinductor_*/precompiled_headers"))]
+        kept = [
+            "inductor",
+            "triton",
+            *(str(p.relative_to(self._scratch)) for p in self._scratch.glob("tmp/torchinductor_*/precompiled_headers")),
+        ]
         for name in kept:
             if (self._scratch / name).is_dir():
                 _merge_into(self._scratch / name, seed / name)
@@ -234,11 +274,16 @@ class RemoteLearner:
         self._starts += 1
         log = self.workdir / f"worker-{self._starts}.log"
         config = {
-            "scratch": str(scratch), "log": str(log), "profile": self.profile.name, "device": self.profile.device,
+            "scratch": str(scratch),
+            "log": str(log),
+            "profile": self.profile.name,
+            "device": self.profile.device,
             "environ": {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)},
             "data_limit": self.limits.memory_bytes if self.profile.device_class == "cpu" else None,
-            "policy": {k: ([str(p) for p in v] if isinstance(v, list) else str(v))
-                       for k, v in vars(policy_for(scratch, self.profile.device)).items()},
+            "policy": {
+                k: ([str(p) for p in v] if isinstance(v, list) else str(v))
+                for k, v in vars(policy_for(scratch, self.profile.device)).items()
+            },
             "sandbox": {k: v for k, v in vars(self.report).items()},
         }
         ctx = worker_context()
@@ -302,8 +347,10 @@ class RemoteLearner:
     def _check_limits(self) -> None:
         """Called while waiting on the worker: stop it if it outgrows its memory or fills the disk."""
         if containment.tree_rss(self.pids()) > self.limits.memory_bytes:
-            raise self._lost(f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
-                             "of memory and was stopped: a huge allocation, or tensors kept alive in a list?")
+            raise self._lost(
+                f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
+                "of memory and was stopped: a huge allocation, or tensors kept alive in a list?"
+            )
         if self._scratch is not None and shutil.disk_usage(self._scratch).free < self.limits.min_free_disk:
             raise self._lost("your code filled the disk and was stopped: it may write only small files")
 
@@ -333,13 +380,17 @@ class RemoteLearner:
             send_frame(fd, pack({**header, "id": rid}, tensors), self.deadline, self._check_limits)
             data = recv_frame(fd, self.deadline, self._check_limits)
         except Deadline:
-            raise self._lost(f"{what} took longer than {time.monotonic() - started:.0f} s: an endless loop, a "
-                             "blocking call, or far too slow a solution?") from None
+            raise self._lost(
+                f"{what} took longer than {time.monotonic() - started:.0f} s: an endless loop, a "
+                "blocking call, or far too slow a solution?"
+            ) from None
         except (EOFError, BrokenPipeError, ConnectionResetError):
             worker.proc.join(5)
             tail = self._tail()
-            raise self._lost(f"the grading process {_death(worker.proc.exitcode)} while running {what}"
-                             + (f"; its last output:\n{tail}" if tail else "")) from None
+            raise self._lost(
+                f"the grading process {_death(worker.proc.exitcode)} while running {what}"
+                + (f"; its last output:\n{tail}" if tail else "")
+            ) from None
         header_in, tensors_in = unpack(data)
         if header_in.get("id") != rid or not isinstance(header_in.get("ok"), bool):
             raise ProtocolError("the worker answered out of turn")
@@ -357,8 +408,13 @@ class RemoteLearner:
 
         raise explain(error, contract(self.exercise, error.get("name")), self.problems, header.get("probe", ""))
 
-    def ask(self, probe: str, args: dict | None = None, tensors: dict[str, torch.Tensor] | None = None,
-            what: str = "this check") -> Answer:
+    def ask(
+        self,
+        probe: str,
+        args: dict | None = None,
+        tensors: dict[str, torch.Tensor] | None = None,
+        what: str = "this check",
+    ) -> Answer:
         """Run ``probe`` in the worker on ``args`` and ``tensors``; what it observed, or ``LearnerFailure``."""
         return self._request({"probe": probe, "args": args or {}}, tensors, what)
 
@@ -386,13 +442,23 @@ class LocalLearner:
     def start(self, fresh: bool = False) -> None:
         self.state = {}
 
-    def ask(self, probe: str, args: dict | None = None, tensors: dict[str, torch.Tensor] | None = None,
-            what: str = "this check") -> Answer:
+    def ask(
+        self,
+        probe: str,
+        args: dict | None = None,
+        tensors: dict[str, torch.Tensor] | None = None,
+        what: str = "this check",
+    ) -> Answer:
         from grader import probing
         from grader.interface import contract
 
-        call = probing.Call(self.namespace, args or {}, {k: v.detach().cpu().clone() for k, v in (tensors or {}).items()},
-                            self.profile.device, self.state)
+        call = probing.Call(
+            self.namespace,
+            args or {},
+            {k: v.detach().cpu().clone() for k, v in (tensors or {}).items()},
+            self.profile.device,
+            self.state,
+        )
         try:
             reply = probing.run(probe, call)
         except Exception as exc:  # noqa: BLE001 - the learner's failure, explained as the grader would

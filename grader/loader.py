@@ -40,15 +40,19 @@ def read_cells(path: str | Path) -> list[str]:
     if not path.is_file():
         raise NotebookError(f"notebook not found: {path}")
     if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        raise NotebookError(f"{path.name} is {path.stat().st_size / 1024**2:.0f} MiB, over the "
-                            f"{MAX_NOTEBOOK_BYTES / 1024**2:.0f} MiB limit: clear its outputs and submit again")
+        raise NotebookError(
+            f"{path.name} is {path.stat().st_size / 1024**2:.0f} MiB, over the "
+            f"{MAX_NOTEBOOK_BYTES / 1024**2:.0f} MiB limit: clear its outputs and submit again"
+        )
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise NotebookError(f"{path.name} is not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"{path.name} is not valid notebook JSON (line {exc.lineno}: {exc.msg}); "
-                            "was it truncated or edited by hand?") from None
+        raise NotebookError(
+            f"{path.name} is not valid notebook JSON (line {exc.lineno}: {exc.msg}); "
+            "was it truncated or edited by hand?"
+        ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{path.name} has no 'cells' list: it is not a Jupyter notebook")
     cells = []
@@ -87,8 +91,9 @@ def load_cells(cells: list[str], module_name: str = "submission") -> Loaded:
         try:
             tree = ast.parse(source, filename)
         except SyntaxError as exc:
-            loaded.problems.append(f"code cell {index} has a syntax error on line {exc.lineno}: {exc.msg}; "
-                                   "nothing in that cell was loaded")
+            loaded.problems.append(
+                f"code cell {index} has a syntax error on line {exc.lineno}: {exc.msg}; nothing in that cell was loaded"
+            )
             continue
         for node in tree.body:
             if not is_definition(node):
@@ -97,8 +102,10 @@ def load_cells(cells: list[str], module_name: str = "submission") -> Loaded:
             try:
                 exec(code, loaded.namespace)
             except Exception as exc:  # noqa: BLE001 - any learner error becomes a message
-                loaded.problems.append(f"code cell {index}, line {node.lineno} `{_first_line(node, source)}` "
-                                       f"raised {type(exc).__name__}: {exc}")
+                loaded.problems.append(
+                    f"code cell {index}, line {node.lineno} `{_first_line(node, source)}` "
+                    f"raised {type(exc).__name__}: {exc}"
+                )
     return loaded
 
 

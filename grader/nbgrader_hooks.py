@@ -67,8 +67,11 @@ def verdict_outputs(result, check, ctx) -> list:
     text, record = describe(result, check, ctx)
     outputs = [nbformat.v4.new_output("display_data", data={"text/plain": text, RESULT_MIME: record})]
     if not result.passed:
-        outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=result.message,
-                                              traceback=[f"AssertionError: {result.message}"]))
+        outputs.append(
+            nbformat.v4.new_output(
+                "error", ename="AssertionError", evalue=result.message, traceback=[f"AssertionError: {result.message}"]
+            )
+        )
     return outputs
 
 
@@ -95,9 +98,17 @@ class IsolatedGrade(NbGraderPreprocessor):
         with tempfile.TemporaryDirectory(prefix="autograde-") as tmp:
             path = Path(tmp) / name
             nbformat.write(nb, path)
-            grade = grade_notebook(path, exercise, profile, ctx.secret_seed, check_ids=ids, ctx=ctx, progress=False,
-                                   sandbox_policy="off" if os.environ.get(UNSANDBOXED_ENV) else "require",
-                                   check_timeout_s=float(os.environ.get("GRADER_CHECK_TIMEOUT") or 0) or None)
+            grade = grade_notebook(
+                path,
+                exercise,
+                profile,
+                ctx.secret_seed,
+                check_ids=ids,
+                ctx=ctx,
+                progress=False,
+                sandbox_policy="off" if os.environ.get(UNSANDBOXED_ENV) else "require",
+                check_timeout_s=float(os.environ.get("GRADER_CHECK_TIMEOUT") or 0) or None,
+            )
         results = {r.id: r for r in grade.results}
         for cell in nb.cells:
             cid = check_id(cell)

@@ -16,7 +16,10 @@ Inside a notebook:
   message, which thresholds); ``make autograde`` writes the same record into each check
   cell of the graded notebook (``describe``), which ``make feedback`` reads back;
 * a failure raises ``AssertionError`` with the teaching message, from ``run_check``
-  itself: the traceback shows the cell and that one line, never a hidden check's code.
+  itself: the traceback shows the cell and that one line, never a hidden check's code;
+* with ``GRADER_IN_NOTEBOOK=public`` a hidden check's cell says it is graded by the judge and runs nothing:
+  the kit's own tests execute ``solutions/`` this way, because ``tests/test_grader.py`` grades every hidden
+  check of each solution through the judge, and running them twice would only cost time.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from typing import Any
 from grader.quiet import stderr_to_stdout
 
 TIMEOUT_ENV = "GRADER_CHECK_TIMEOUT"
+SCOPE_ENV = "GRADER_IN_NOTEBOOK"  # "public": hidden checks' cells run nothing (see the module docstring)
 RESULT_MIME = "application/vnd.coursekit.check+json"
-TIMEOUT_MESSAGE = ("this check took longer than {limit:.0f} s: an endless loop, a blocking call, "
-                   "or far too slow a solution?")
+TIMEOUT_MESSAGE = (
+    "this check took longer than {limit:.0f} s: an endless loop, a blocking call, or far too slow a solution?"
+)
 
 _CONTEXT = None
 
@@ -132,8 +137,12 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
     try:
         check = get(check_id)
     except KeyError:
-        raise LookupError(f"check {check_id!r} is not part of this copy of the grader: ask your instructor for "
-                          "the current kit") from None
+        raise LookupError(
+            f"check {check_id!r} is not part of this copy of the grader: ask your instructor for the current kit"
+        ) from None
+    if not check.public and os.environ.get(SCOPE_ENV, "").lower() == "public":
+        print(f"{check_id}: a hidden check, graded by the judge; not run here ({SCOPE_ENV}=public)")
+        return
     _CONTEXT = _CONTEXT or Context.create()
     limit = check_timeout_s(_CONTEXT)
     start = time.perf_counter()
@@ -144,8 +153,11 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
     except CheckTimeout:
         result = CheckResult.failed(check, TIMEOUT_MESSAGE.format(limit=limit), time.perf_counter() - start)
     except KeyboardInterrupt:
-        result = CheckResult.failed(check, "the check was interrupted (by you) before it finished: an endless loop or "
-                                           "a blocking call?", time.perf_counter() - start)
+        result = CheckResult.failed(
+            check,
+            "the check was interrupted (by you) before it finished: an endless loop or a blocking call?",
+            time.perf_counter() - start,
+        )
     except ProtocolError as exc:  # in the grader this zeroes the submission; here it is feedback
         result = CheckResult.failed(check, f"the grader would flag this: {exc}", time.perf_counter() - start)
     text, record = describe(result, check, _CONTEXT)

@@ -92,8 +92,10 @@ def plain(value: Any, what: str) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise Failure(f"{what} should be a torch.Tensor, got {type(value).__name__}")
     if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
-        raise Failure(f"{what} is a tensor subclass ({type(value).__name__}); return a plain torch.Tensor "
-                      "(a subclass can defer or fake its values)")
+        raise Failure(
+            f"{what} is a tensor subclass ({type(value).__name__}); return a plain torch.Tensor "
+            "(a subclass can defer or fake its values)"
+        )
     return value.detach().cpu()
 
 
@@ -122,9 +124,15 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
     module = type(exc).__module__ or ""
     text = str(exc).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    return {"kind": "exception", "type": type(exc).__name__, "message": lines[0] if lines else "",
-            "gist": next((ln.strip() for ln in lines if "Error" in ln), lines[0] if lines else "")[:300],
-            "where": where, "torch": module.startswith("torch"), "dynamo": module.startswith("torch._dynamo")}
+    return {
+        "kind": "exception",
+        "type": type(exc).__name__,
+        "message": lines[0] if lines else "",
+        "gist": next((ln.strip() for ln in lines if "Error" in ln), lines[0] if lines else "")[:300],
+        "where": where,
+        "torch": module.startswith("torch"),
+        "dynamo": module.startswith("torch._dynamo"),
+    }
 
 
 def learner_call(fn: Callable, args: tuple, what: str, hint: str = "") -> Any:
@@ -138,8 +146,9 @@ def learner_call(fn: Callable, args: tuple, what: str, hint: str = "") -> Any:
         if not (type(exc).__module__ or "").startswith("torch"):
             raise
         error = describe_error(exc)
-        raise Failure(f"{what} raised {type(exc).__name__}: {error['gist']}{error['where']}. {hint}".strip(),
-                      unsettled=True) from None
+        raise Failure(
+            f"{what} raised {type(exc).__name__}: {error['gist']}{error['where']}. {hint}".strip(), unsettled=True
+        ) from None
 
 
 def run(name: str, call: Call) -> Reply:
@@ -174,8 +183,9 @@ def transform(args: tuple, scale: float, grads: tuple[bool, ...]) -> tuple:
     return tuple(out)
 
 
-def run_schedule(fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]],
-                 grads: tuple[bool, ...]) -> Any:
+def run_schedule(
+    fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]], grads: tuple[bool, ...]
+) -> Any:
     """Call ``fn`` once per schedule entry ``(index, scale)`` on the transformed staged inputs; the last output."""
     out = None
     for index, scale in schedule:

@@ -45,8 +45,12 @@ def pack(header: dict[str, Any], tensors: dict[str, torch.Tensor] | None = None)
     head = json.dumps(header, allow_nan=True).encode()
     body = b""
     if tensors:
-        plain = {str(k): torch.Tensor(v.detach().cpu()).contiguous().clone() if type(v) is not torch.Tensor
-                 else v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
+        plain = {
+            str(k): torch.Tensor(v.detach().cpu()).contiguous().clone()
+            if type(v) is not torch.Tensor
+            else v.detach().cpu().contiguous().clone()
+            for k, v in tensors.items()
+        }
         body = _safetensors().save(plain)
     return PREFIX.pack(len(head), len(body)) + head + body
 
@@ -59,7 +63,7 @@ def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     if head_len > MAX_HEADER_BYTES or PREFIX.size + head_len + body_len != len(data):
         raise ProtocolError("a message's length prefix does not match its size")
     try:
-        header = json.loads(data[PREFIX.size:PREFIX.size + head_len])
+        header = json.loads(data[PREFIX.size : PREFIX.size + head_len])
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"a message header is not JSON ({exc})") from None
     if not isinstance(header, dict):
@@ -67,7 +71,7 @@ def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     tensors: dict[str, torch.Tensor] = {}
     if body_len:
         try:
-            tensors = _safetensors().load(bytes(data[PREFIX.size + head_len:]))
+            tensors = _safetensors().load(bytes(data[PREFIX.size + head_len :]))
         except Exception as exc:  # noqa: BLE001 - any parse failure is a malformed message
             raise ProtocolError(f"a message's tensors are not valid safetensors ({type(exc).__name__})") from None
     return header, tensors

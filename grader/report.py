@@ -35,9 +35,18 @@ def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used:
         "score": sum(c["points"] for c in checks),
         "max_score": sum(c["max_points"] for c in checks),
         "sandbox": "; ".join(sorted({g.sandbox for g in grades if g.sandbox})) or "no notebook was graded",
-        "notebooks": [{"notebook": g.notebook, "exercise": g.exercise, "score": g.score,
-                       "max_score": g.max_score, "load_problems": g.problems, "flags": g.flags,
-                       "sandbox": g.sandbox} for g in grades],
+        "notebooks": [
+            {
+                "notebook": g.notebook,
+                "exercise": g.exercise,
+                "score": g.score,
+                "max_score": g.max_score,
+                "load_problems": g.problems,
+                "flags": g.flags,
+                "sandbox": g.sandbox,
+            }
+            for g in grades
+        ],
         "checks": checks,
     }
 
@@ -48,15 +57,22 @@ def print_table(report: dict, console: Console | None = None) -> None:
         console = Console()
         if not console.is_terminal:  # logs and CI: wide enough that ids never wrap
             console = Console(width=160)
-    table = Table(title=f"{report['score']:g} / {report['max_score']} points  "
-                        f"({report['device_name']}, profile {report['profile']}, torch {report['torch']})")
+    table = Table(
+        title=f"{report['score']:g} / {report['max_score']} points  "
+        f"({report['device_name']}, profile {report['profile']}, torch {report['torch']})"
+    )
     for col in ("check", "kind", "points", "result", "measured", "required", "message"):
         table.add_column(col, overflow="fold", no_wrap=col == "check", max_width=80 if col == "message" else None)
     for c in report["checks"]:
-        table.add_row(c["id"], c["kind"], f"{c['points']:g}/{c['max_points']}",
-                      "[green]pass[/]" if c["passed"] else "[red]FAIL[/]",
-                      _fmt(c["measured"], c["kind"]), _fmt(c["required"], c["kind"]),
-                      c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else ""))
+        table.add_row(
+            c["id"],
+            c["kind"],
+            f"{c['points']:g}/{c['max_points']}",
+            "[green]pass[/]" if c["passed"] else "[red]FAIL[/]",
+            _fmt(c["measured"], c["kind"]),
+            _fmt(c["required"], c["kind"]),
+            c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else ""),
+        )
     console.print(table)
     sandbox = report.get("sandbox", "")
     console.print(f"[bold red]{sandbox}[/]" if sandbox.startswith("NO SANDBOX") else f"[dim]{sandbox}[/]")
@@ -65,8 +81,10 @@ def print_table(report: dict, console: Console | None = None) -> None:
             console.print(f"[yellow]note[/] {Path(nb['notebook']).name}: {problem}")
         for flag in nb.get("flags", []):
             style = "red" if flag["kind"] in ("tamper", "protocol") else "yellow"
-            console.print(f"[{style}]flagged for review[/] {Path(nb['notebook']).name}: code cell {flag['cell']}, "
-                          f"line {flag['line']}: {flag['message']}")
+            console.print(
+                f"[{style}]flagged for review[/] {Path(nb['notebook']).name}: code cell {flag['cell']}, "
+                f"line {flag['line']}: {flag['message']}"
+            )
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -90,22 +108,32 @@ def write_reports(report: dict, json_path: Path) -> list[Path]:
         matplotlib.use("Agg")
         from coursekit.plots import speedup_chart
 
-        fig = speedup_chart([c["id"] for c in speed], [c["measured"] for c in speed],
-                            [c["required"] for c in speed],
-                            f"Speedup vs the grader's baseline ({report['device_name']}, {report['profile']})")
+        fig = speedup_chart(
+            [c["id"] for c in speed],
+            [c["measured"] for c in speed],
+            [c["required"] for c in speed],
+            f"Speedup vs the grader's baseline ({report['device_name']}, {report['profile']})",
+        )
         fig.savefig(chart, dpi=120, bbox_inches="tight")
         written.append(chart)
-    md = [f"# Grade report: {report['score']:g} / {report['max_score']}", "",
-          f"Device: {report['device_name']} ({report['device']}), profile `{report['profile']}`, "
-          f"torch {report['torch']}, thresholds: {report['thresholds']}, {report['created']}", "",
-          f"Learner code: {report.get('sandbox', '')}", "",
-          "| check | kind | points | result | measured | required | message |",
-          "|---|---|---|---|---|---|---|"]
+    md = [
+        f"# Grade report: {report['score']:g} / {report['max_score']}",
+        "",
+        f"Device: {report['device_name']} ({report['device']}), profile `{report['profile']}`, "
+        f"torch {report['torch']}, thresholds: {report['thresholds']}, {report['created']}",
+        "",
+        f"Learner code: {report.get('sandbox', '')}",
+        "",
+        "| check | kind | points | result | measured | required | message |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in report["checks"]:
         msg = c["message"].replace("|", "\\|").replace("\n", " ")
-        md.append(f"| `{c['id']}` | {c['kind']} | {c['points']:g}/{c['max_points']} | "
-                  f"{'pass' if c['passed'] else '**FAIL**'} | {_fmt(c['measured'], c['kind'])} | "
-                  f"{_fmt(c['required'], c['kind'])} | {msg} |")
+        md.append(
+            f"| `{c['id']}` | {c['kind']} | {c['points']:g}/{c['max_points']} | "
+            f"{'pass' if c['passed'] else '**FAIL**'} | {_fmt(c['measured'], c['kind'])} | "
+            f"{_fmt(c['required'], c['kind'])} | {msg} |"
+        )
     if speed:
         md += ["", f"![speedups]({chart.name})"]
     md_path = json_path.with_suffix(".md")

@@ -64,7 +64,7 @@ def restore_locked_cells(nb, released) -> list[str]:
             restored["id"] = uuid.uuid4().hex[:8]
         ids.add(restored.get("id"))
         before = [position[g] for g in order[:index] if g in position]
-        after = [position[g] for g in order[index + 1:] if g in position]
+        after = [position[g] for g in order[index + 1 :] if g in position]
         at = max(before) + 1 if before else (min(after) if after else len(nb.cells))
         nb.cells.insert(at, restored)
         notes.append(f"locked cell `{gid}` was deleted; it was put back as released")

@@ -54,7 +54,10 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
     except AssertionError as exc:
         passed, message = False, str(exc) or f"{check.id} failed"
     except Exception as exc:  # noqa: BLE001 - a fault in the judge: the learner is not blamed silently
-        passed, message = False, f"the grader could not run this check ({type(exc).__name__}: {exc}); tell your instructor"
+        passed, message = (
+            False,
+            f"the grader could not run this check ({type(exc).__name__}: {exc}); tell your instructor",
+        )
         replace_worker = True
     else:
         passed, message = True, "ok"
@@ -64,10 +67,22 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
             limit = ctx.review_above(check.id) if check.kind == "speed" else None
             if limit is not None and measured is not None and measured > limit:
                 passed = False
-                message = (f"flagged for review: {measured:.1f}x is far above what the reference solution "
-                           f"measures on this device class (at most {limit:.1f}x is plausible); {message}")
+                message = (
+                    f"flagged for review: {measured:.1f}x is far above what the reference solution "
+                    f"measures on this device class (at most {limit:.1f}x is plausible); {message}"
+                )
     seconds = time.perf_counter() - start
-    result = CheckResult(check.id, check.exercise, check.kind, check.points if passed else 0, check.points,
-                         passed, measured, required, message, round(seconds, 3))
+    result = CheckResult(
+        check.id,
+        check.exercise,
+        check.kind,
+        check.points if passed else 0,
+        check.points,
+        passed,
+        measured,
+        required,
+        message,
+        round(seconds, 3),
+    )
     result.replace_worker = replace_worker
     return result

@@ -60,8 +60,10 @@ def sandbox_report(policy: str = "prefer") -> sandbox.Report:
     it where the machine has it, and say so either way) or ``off`` (``--unsandboxed``)."""
     report = sandbox.probe(wanted=policy != "off")
     if policy == "require" and not report.active:
-        raise SandboxRequired(f"grading a class needs the sandbox, and {report.why_not}. Run on Linux 5.13+ with "
-                              "Landlock, or pass --unsandboxed to grade without it (every report will say so).")
+        raise SandboxRequired(
+            f"grading a class needs the sandbox, and {report.why_not}. Run on Linux 5.13+ with "
+            "Landlock, or pass --unsandboxed to grade without it (every report will say so)."
+        )
     return report
 
 
@@ -76,17 +78,28 @@ def is_reference_solution(notebook: Path) -> bool:
 
 
 def _zero_all(grade: NotebookGrade, order: list[str], why: str) -> None:
-    message = (f"the grading protocol was broken ({why}): learner code tampered with the grading worker, so this "
-               "submission scores zero and is flagged for an instructor")
+    message = (
+        f"the grading protocol was broken ({why}): learner code tampered with the grading worker, so this "
+        "submission scores zero and is flagged for an instructor"
+    )
     grade.results = [CheckResult.failed(get(cid), message) for cid in order]
     grade.flags.append({"cell": 0, "line": 0, "kind": "protocol", "message": why})
 
 
-def grade_notebook(notebook: Path, exercise: str, profile: Profile, seed: int, *,
-                   check_ids: list[str] | None = None, check_timeout_s: float | None = None,
-                   memory_limit_bytes: int | None = None, budget_s: float | None = None,
-                   progress: bool = True, sandbox_policy: str = "prefer",
-                   ctx: Context | None = None) -> NotebookGrade:
+def grade_notebook(
+    notebook: Path,
+    exercise: str,
+    profile: Profile,
+    seed: int,
+    *,
+    check_ids: list[str] | None = None,
+    check_timeout_s: float | None = None,
+    memory_limit_bytes: int | None = None,
+    budget_s: float | None = None,
+    progress: bool = True,
+    sandbox_policy: str = "prefer",
+    ctx: Context | None = None,
+) -> NotebookGrade:
     """Run ``exercise``'s checks (or ``check_ids``) on ``notebook``; learner code runs in sandboxed workers.
 
     Grading a reference solution (a notebook in ``solutions/``) also keeps the kernels its worker compiled, as
@@ -105,16 +118,18 @@ def grade_notebook(notebook: Path, exercise: str, profile: Profile, seed: int, *
     deadline = time.monotonic() + (budget_s or NOTEBOOK_BUDGET_S[profile.device_class])
     limits = Limits(memory_limit_bytes or default_memory_limit(), timeout)
     done: dict[str, CheckResult] = {}
-    bar = tqdm(total=len(order), desc=f"grading {Path(notebook).name}", unit="check", disable=not progress,
-               leave=False)
-    with tempfile.TemporaryDirectory(prefix="grader-") as tmp, \
-            RemoteLearner(cells, exercise, profile, limits, report=report, workdir=Path(tmp)) as learner:
+    bar = tqdm(total=len(order), desc=f"grading {Path(notebook).name}", unit="check", disable=not progress, leave=False)
+    with (
+        tempfile.TemporaryDirectory(prefix="grader-") as tmp,
+        RemoteLearner(cells, exercise, profile, limits, report=report, workdir=Path(tmp)) as learner,
+    ):
         try:
             for cid in order:
                 check = get(cid)
                 if time.monotonic() >= deadline:
-                    done[cid] = CheckResult.failed(check, "the notebook's total grading time budget ran out "
-                                                          "before this check could run")
+                    done[cid] = CheckResult.failed(
+                        check, "the notebook's total grading time budget ran out before this check could run"
+                    )
                     continue
                 # everything this judge asks of its worker happens under the machine's lock (see machine_lock)
                 with machine_lock.checking(exclusive=check.kind == "speed"):
@@ -122,7 +137,7 @@ def grade_notebook(notebook: Path, exercise: str, profile: Profile, seed: int, *
                         try:
                             learner.start(fresh=check.fresh)
                         except WorkerLost as exc:  # the notebook cannot even be loaded: every check left fails
-                            for rest in order[order.index(cid):]:
+                            for rest in order[order.index(cid) :]:
                                 done[rest] = CheckResult.failed(get(rest), str(exc))
                             break
                         grade.problems = learner.problems

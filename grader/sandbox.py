@@ -40,17 +40,84 @@ MIN_LANDLOCK_ABI = 1  # file rules; network rules need 4 and signal scoping 6, e
 
 # Syscalls no grading needs and that let a process of the grader's own user reach outside the sandbox.
 DENIED = (
-    "socket", "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
-    "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount", "fsconfig",
-    "swapon", "swapoff", "reboot", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-    "delete_module", "iopl", "ioperm", "acct", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
-    "sethostname", "setdomainname", "bpf", "perf_event_open", "fanotify_init", "open_by_handle_at",
-    "name_to_handle_at", "quotactl", "vhangup", "userfaultfd", "keyctl", "add_key", "request_key",
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "unshare", "setns", "migrate_pages", "move_pages",
-    "sched_setscheduler", "sched_setparam", "sched_setattr", "setpriority", "ioprio_set",
-    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
-    "utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
-    "lremovexattr", "fremovexattr", "setxattrat", "removexattrat", "mknod", "mknodat",
+    "socket",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "process_madvise",
+    "kcmp",
+    "pidfd_getfd",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "iopl",
+    "ioperm",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "adjtimex",
+    "clock_adjtime",
+    "sethostname",
+    "setdomainname",
+    "bpf",
+    "perf_event_open",
+    "fanotify_init",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "quotactl",
+    "vhangup",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "unshare",
+    "setns",
+    "migrate_pages",
+    "move_pages",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "setpriority",
+    "ioprio_set",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+    "mknod",
+    "mknodat",
 )
 OWN_ONLY = ("sched_setaffinity", "prlimit64")  # allowed on the calling process (pid 0), refused on any other
 NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
@@ -88,8 +155,10 @@ class Report:
     def describe(self) -> str:
         if not self.active:
             return f"NO SANDBOX: learner code ran with the grader's own rights ({self.why_not})"
-        return (f"sandboxed (Landlock ABI {self.landlock_abi}{', seccomp' if self.seccomp else ''}): {self.files}; "
-                f"{self.network}; {self.signals}")
+        return (
+            f"sandboxed (Landlock ABI {self.landlock_abi}{', seccomp' if self.seccomp else ''}): {self.files}; "
+            f"{self.network}; {self.signals}"
+        )
 
     def as_dict(self) -> dict:
         return {**asdict(self), "description": self.describe()}
@@ -127,13 +196,30 @@ def probe(wanted: bool = True) -> Report:
     seccomp = _seccomp_ok()
     if abi < MIN_LANDLOCK_ABI or not seccomp:
         missing = [n for n, ok in (("Landlock", abi >= MIN_LANDLOCK_ABI), ("seccomp", seccomp)) if not ok]
-        return Report(False, abi, seccomp, "", "", "", why_not=f"this kernel or Python lacks {' and '.join(missing)} "
-                      "(Landlock needs Linux 5.13+ with 'landlock' in the LSM list; pip install landlockpy seccompy)")
+        return Report(
+            False,
+            abi,
+            seccomp,
+            "",
+            "",
+            "",
+            why_not=f"this kernel or Python lacks {' and '.join(missing)} "
+            "(Landlock needs Linux 5.13+ with 'landlock' in the LSM list; pip install landlockpy seccompy)",
+        )
     network = "no sockets (seccomp)" + (", TCP refused by Landlock" if abi >= 4 else "")
-    signals = ("signals and ptrace only inside the sandbox (Landlock)" if abi >= 6
-               else "ptrace only inside the sandbox (Landlock); kill only to itself (seccomp)")
-    return Report(True, abi, True, "reads the Python installation and the course's public code, writes only its "
-                  "scratch folder", network, signals)
+    signals = (
+        "signals and ptrace only inside the sandbox (Landlock)"
+        if abi >= 6
+        else "ptrace only inside the sandbox (Landlock); kill only to itself (seccomp)"
+    )
+    return Report(
+        True,
+        abi,
+        True,
+        "reads the Python installation and the course's public code, writes only its scratch folder",
+        network,
+        signals,
+    )
 
 
 def _landlock(policy: Policy, abi: int) -> None:
@@ -148,8 +234,9 @@ def _landlock(policy: Policy, abi: int) -> None:
         (policy.devices, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.IOCTL_DEV),
         ([policy.scratch], AccessFS(sum(AccessFS))),
     )
-    with Ruleset(handled_net=AccessNet.BIND_TCP | AccessNet.CONNECT_TCP,
-                 scoped=Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET) as rules:
+    with Ruleset(
+        handled_net=AccessNet.BIND_TCP | AccessNet.CONNECT_TCP, scoped=Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET
+    ) as rules:
         for paths, access in rights:
             for path in paths:
                 if os.path.exists(path):
@@ -224,7 +311,7 @@ def _drop_capabilities() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     pr_capbset_drop, pr_set_securebits, pr_cap_ambient, pr_cap_ambient_clear_all = 24, 28, 47, 4
     secbits = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x20 | 0x40 | 0x80  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED,
-    libc.prctl(pr_cap_ambient, pr_cap_ambient_clear_all, 0, 0, 0)    # NO_CAP_AMBIENT_RAISE, each with its lock
+    libc.prctl(pr_cap_ambient, pr_cap_ambient_clear_all, 0, 0, 0)  # NO_CAP_AMBIENT_RAISE, each with its lock
     for cap in range(64):
         libc.prctl(pr_capbset_drop, cap, 0, 0, 0)  # EINVAL past the last capability: harmless
     if libc.prctl(pr_set_securebits, secbits, 0, 0, 0) != 0:

@@ -16,17 +16,33 @@ from IPython.core.inputtransformer2 import TransformerManager
 SUSPICIOUS_IMPORTS = {
     "gc": "can reach the grading worker's objects in memory",
     "inspect": "can read the grading worker's frames and source",
-    "ctypes": "can rewrite memory", "multiprocessing": "can talk to the grading worker's channel",
-    "threading": "can run work outside the timed region", "subprocess": "can start processes",
-    "socket": "can open network connections", "signal": "can interfere with timeouts",
+    "ctypes": "can rewrite memory",
+    "multiprocessing": "can talk to the grading worker's channel",
+    "threading": "can run work outside the timed region",
+    "subprocess": "can start processes",
+    "socket": "can open network connections",
+    "signal": "can interfere with timeouts",
 }
-GRADER_INTERNALS = ("grader.exercises", "grader.context", "grader.worker", "grader.runner", "grader.results",
-                    "grader.registry", "grader.learner", "grader.protocol", "grader.probing", "grader.sandbox",
-                    "grader.containment", "grader.speed")
+GRADER_INTERNALS = (
+    "grader.exercises",
+    "grader.context",
+    "grader.worker",
+    "grader.runner",
+    "grader.results",
+    "grader.registry",
+    "grader.learner",
+    "grader.protocol",
+    "grader.probing",
+    "grader.sandbox",
+    "grader.containment",
+    "grader.speed",
+)
 PATCHABLE_ROOTS = {"torch", "time", "grader", "coursekit", "builtins", "statistics", "numpy", "sys", "os"}
 SUSPICIOUS_CALLS = {
-    ("os", "_exit"): "ends the grading process", ("sys", "exit"): "ends the grading process",
-    ("os", "fork"): "forks the grading process", ("os", "kill"): "signals processes",
+    ("os", "_exit"): "ends the grading process",
+    ("sys", "exit"): "ends the grading process",
+    ("os", "fork"): "forks the grading process",
+    ("os", "kill"): "signals processes",
     ("cuda", "Stream"): "runs work on a side stream, outside the timed stream",
     ("cuda", "stream"): "runs work on a side stream, outside the timed stream",
 }

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from coursekit.timing import Timing, _summary, synchronize
+from coursekit.timing import Timing, quartiles_of, synchronize
 from grader.probing import run_schedule
 from grader.protocol import Answer
 
@@ -86,13 +86,16 @@ def wait_for_idle_gpu(device: str) -> None:
         if time.perf_counter() - start < IDLE_GPU_LATENCY_S:
             return
         if time.monotonic() > give_up:
-            raise BusyDevice("the GPU stayed busy while every learner process was stopped: work your code queued "
-                             "kept running while the grader timed its baseline. Synchronise before you return.")
+            raise BusyDevice(
+                "the GPU stayed busy while every learner process was stopped: work your code queued "
+                "kept running while the grader timed its baseline. Synchronise before you return."
+            )
         time.sleep(0.01)
 
 
-def _time_local(fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]],
-                grads: tuple[bool, ...], device: str) -> tuple[float, Any]:
+def _time_local(
+    fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]], grads: tuple[bool, ...], device: str
+) -> tuple[float, Any]:
     synchronize(device)
     start = time.perf_counter()
     out = run_schedule(fn, staged, schedule, grads)
@@ -102,15 +105,29 @@ def _time_local(fn: Callable[..., Any], staged: list[tuple], schedule: list[tupl
 
 def _time_remote(learner, handle: str, schedule: list[tuple[int, float]]) -> tuple[float, Answer]:
     start = time.perf_counter()
-    answer = learner.ask("timing.run", {"handle": handle, "schedule": [list(s) for s in schedule]},
-                         what="the timed calls")
+    answer = learner.ask(
+        "timing.run", {"handle": handle, "schedule": [list(s) for s in schedule]}, what="the timed calls"
+    )
     return time.perf_counter() - start, answer
 
 
-def compare(learner, handle: str, baseline: Callable[..., Any], make_args: Callable[[int], tuple], *,
-            grads: tuple[bool, ...], device: str, trials: int, warmup: int, min_sample_s: float, threads: int,
-            rng: random.Random, verify: Callable[[torch.Tensor, tuple], None] | None = None,
-            sets: int = 8, required: float | None = None) -> Comparison:
+def compare(
+    learner,
+    handle: str,
+    baseline: Callable[..., Any],
+    make_args: Callable[[int], tuple],
+    *,
+    grads: tuple[bool, ...],
+    device: str,
+    trials: int,
+    warmup: int,
+    min_sample_s: float,
+    threads: int,
+    rng: random.Random,
+    verify: Callable[[torch.Tensor, tuple], None] | None = None,
+    sets: int = 8,
+    required: float | None = None,
+) -> Comparison:
     """Interleave ``baseline`` (here) and the learner's staged ``handle`` (in the worker); see the module
     docstring. ``make_args(i)`` gives input set ``i`` (CPU tensors); ``grads`` marks inputs that need grad;
     ``verify(output, args)`` checks the candidate's last output of each trial against the judge's reference
@@ -118,8 +135,12 @@ def compare(learner, handle: str, baseline: Callable[..., Any], make_args: Calla
     ``trials``, one at a time) while the median's 95% confidence interval contains it."""
     arg_sets = [tuple(make_args(i)) for i in range(sets)]
     arity = len(arg_sets[0])
-    learner.ask("timing.stage", {"handle": handle, "sets": sets, "arity": arity, "grads": list(grads)},
-                {f"{i}.{j}": t for i, args in enumerate(arg_sets) for j, t in enumerate(args)}, what="staging inputs")
+    learner.ask(
+        "timing.stage",
+        {"handle": handle, "sets": sets, "arity": arity, "grads": list(grads)},
+        {f"{i}.{j}": t for i, args in enumerate(arg_sets) for j, t in enumerate(args)},
+        what="staging inputs",
+    )
     local = [tuple(t.to(device) for t in args) for args in arg_sets]
 
     def schedule(n: int) -> list[tuple[int, float]]:
@@ -164,7 +185,7 @@ def compare(learner, handle: str, baseline: Callable[..., Any], make_args: Calla
 
         while undecided():
             sched_b, sched_c = schedule(calls_b), schedule(calls_c)
-            for side in ((0, 1) if trial % 2 == 0 else (1, 0)):
+            for side in (0, 1) if trial % 2 == 0 else (1, 0):
                 if side == 0:
                     with learner.frozen() as frozen:
                         wait_for_idle_gpu(device)
@@ -178,10 +199,19 @@ def compare(learner, handle: str, baseline: Callable[..., Any], make_args: Calla
     finally:
         torch.set_num_threads(before)
     ratios = [b / c for b, c in zip(times_b, times_c)]
-    med, q1, q3 = _summary(ratios)
+    med, q1, q3 = quartiles_of(ratios)
     low, high = median_interval(ratios)
-    return Comparison(med, q1, q3, Timing(*_summary(times_b), trial), Timing(*_summary(times_c), trial), trial,
-                      frozen or 0, low, high)
+    return Comparison(
+        med,
+        q1,
+        q3,
+        Timing(*quartiles_of(times_b), trial),
+        Timing(*quartiles_of(times_c), trial),
+        trial,
+        frozen or 0,
+        low,
+        high,
+    )
 
 
 def time_once(learner, probe: str, args: dict, tensors: dict | None = None) -> tuple[float, Answer]:

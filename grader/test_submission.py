@@ -28,7 +28,11 @@ def test_check(exercise, notebook, check_id, graded) -> None:
         if not notebook.is_file():
             pytest.fail(f"notebook not found: {notebook}")
         profile = get_profile()
-        graded[notebook] = {r.id: r for r in grade_notebook(
-            notebook, exercise, profile, Context.create(profile).secret_seed, progress=False).results}
+        graded[notebook] = {
+            r.id: r
+            for r in grade_notebook(
+                notebook, exercise, profile, Context.create(profile).secret_seed, progress=False
+            ).results
+        }
     result = graded[notebook][check_id]
     assert result.passed, result.message

@@ -28,17 +28,41 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 MAX_FILE_BYTES = 512 * 1024**2
-KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
-            "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "COURSEKIT_PROFILE", "COURSEKIT_DEVICE", "KINETO_LOG_LEVEL",
-            "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_LOGS")
+KEEP_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "NVIDIA_VISIBLE_DEVICES",
+    "COURSEKIT_PROFILE",
+    "COURSEKIT_DEVICE",
+    "KINETO_LOG_LEVEL",
+    "PYTHONHASHSEED",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "TORCH_LOGS",
+)
 
 
 def worker_environment(parent: dict[str, str], scratch: Path) -> dict[str, str]:
     """The worker's whole environment: a short allow-list from the parent, and every cache in ``scratch``."""
     env = {k: v for k, v in parent.items() if k in KEEP_ENV}
-    for name, sub in (("HOME", "home"), ("TMPDIR", "tmp"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-                      ("TRITON_CACHE_DIR", "triton"), ("TRITON_HOME", "triton"), ("XDG_CACHE_HOME", "cache"),
-                      ("MPLCONFIGDIR", "mpl"), ("CUDA_CACHE_PATH", "cuda"), ("TORCH_HOME", "torch")):
+    for name, sub in (
+        ("HOME", "home"),
+        ("TMPDIR", "tmp"),
+        ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+        ("TRITON_CACHE_DIR", "triton"),
+        ("TRITON_HOME", "triton"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("MPLCONFIGDIR", "mpl"),
+        ("CUDA_CACHE_PATH", "cuda"),
+        ("TORCH_HOME", "torch"),
+    ):
         env[name] = str(scratch / sub)
         (scratch / sub).mkdir(parents=True, exist_ok=True)
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # compile in-process: a compile pool needs /dev/shm semaphores
@@ -86,8 +110,9 @@ def serve(conn: Connection, config: dict) -> None:
     for exercise in exercise_ids():  # already imported where the fork server preloaded them
         part(exercise, "probes")
 
-    policy = sandbox.Policy(**{k: ([Path(p) for p in v] if isinstance(v, list) else Path(v))
-                               for k, v in config["policy"].items()})
+    policy = sandbox.Policy(
+        **{k: ([Path(p) for p in v] if isinstance(v, list) else Path(v)) for k, v in config["policy"].items()}
+    )
     report = sandbox.Report(**config["sandbox"])
     sandbox.enter(policy, report)  # raises SandboxError: the judge sees the process die and says why
 
@@ -128,8 +153,12 @@ def serve(conn: Connection, config: dict) -> None:
             continue
         call = probing.Call(namespace, header.get("args") or {}, tensors, profile.device, state)
         if header.get("probe") not in probing.PROBES:
-            answer(rid, error=probing.Failure(f"this grading worker has no probe {header.get('probe')!r}: the "
-                                              "grader's installation is incomplete"))
+            answer(
+                rid,
+                error=probing.Failure(
+                    f"this grading worker has no probe {header.get('probe')!r}: the grader's installation is incomplete"
+                ),
+            )
             continue
         try:
             reply = probing.run(header["probe"], call)

@@ -40,8 +40,10 @@ def resolve(exercise: str, folder: Path) -> tuple[str, Path]:
     digits = exercise.lower().removeprefix("ex")
     ex = f"ex{int(digits):02d}" if digits.isdigit() else exercise
     if ex not in NOTEBOOKS:
-        raise SystemExit(f"grader check: no exercise {exercise!r}; choose one of "
-                         f"{', '.join(k.removeprefix('ex') for k in NOTEBOOKS)}")
+        raise SystemExit(
+            f"grader check: no exercise {exercise!r}; choose one of "
+            f"{', '.join(k.removeprefix('ex') for k in NOTEBOOKS)}"
+        )
     return ex, folder / NOTEBOOKS[ex]
 
 
@@ -52,8 +54,7 @@ def tasks(notebook: Path) -> tuple[int, int]:
     except (OSError, ValueError):
         return 0, 0
     cells = [c for c in nb.get("cells", []) if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
-    source = ["".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "")
-              for c in cells]
+    source = ["".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells]
     return sum("raise NotImplementedError()" not in s for s in source), len(cells)
 
 
@@ -113,17 +114,25 @@ def main(argv: list[str] | None = None) -> int:
     else:
         profile = get_profile()
         ctx = Context.create(profile)
-        grade = grade_notebook(notebook, ex, profile, ctx.secret_seed, check_ids=ids, ctx=ctx,
-                               progress=not args.no_progress)
+        grade = grade_notebook(
+            notebook, ex, profile, ctx.secret_seed, check_ids=ids, ctx=ctx, progress=not args.no_progress
+        )
         report = build_report([grade], profile, ctx.describe_thresholds())
         print_table(report, console)
         skipped = [c.id for c in checks_for(ex) if c.id not in ids]
         if skipped:
-            console.print(f"not run in workshop mode (timed): {', '.join(skipped)}; `make check EX=... FULL=1` "
-                          "or `make grade` runs them")
-        state[ex] = {"score": grade.score, "max_score": grade.max_score, "checks": len(grade.results),
-                     "passed": sum(r.passed for r in grade.results), "full": args.full,
-                     "when": datetime.now(timezone.utc).astimezone().strftime("%H:%M:%S")}
+            console.print(
+                f"not run in workshop mode (timed): {', '.join(skipped)}; `make check EX=... FULL=1` "
+                "or `make grade` runs them"
+            )
+        state[ex] = {
+            "score": grade.score,
+            "max_score": grade.max_score,
+            "checks": len(grade.results),
+            "passed": sum(r.passed for r in grade.results),
+            "full": args.full,
+            "when": datetime.now(timezone.utc).astimezone().strftime("%H:%M:%S"),
+        }
         _save_state(state)
     console.print(progress_table(args.folder, state))
     return 0

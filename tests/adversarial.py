@@ -16,14 +16,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-VALUES, GRADS, TRAFFIC, SPEED = ("ex01.smoothed_ce.values", "ex01.smoothed_ce.gradients",
-                                 "ex01.smoothed_ce.no_host_traffic", "ex01.smoothed_ce.speed")
-BUILTIN, COMPILED_SPEED, UPDATE, NO_SYNC = ("ex01.builtin.values", "ex01.compiled.speed", "ex01.train_step.update",
-                                            "ex01.train_step.no_sync")
+VALUES, GRADS, TRAFFIC, SPEED = (
+    "ex01.smoothed_ce.values",
+    "ex01.smoothed_ce.gradients",
+    "ex01.smoothed_ce.no_host_traffic",
+    "ex01.smoothed_ce.speed",
+)
+BUILTIN, COMPILED_SPEED, UPDATE, NO_SYNC = (
+    "ex01.builtin.values",
+    "ex01.compiled.speed",
+    "ex01.train_step.update",
+    "ex01.train_step.no_sync",
+)
 RETURN = "        return ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()"
 INIT = '        self.register_buffer("weight", torch.tensor(class_weights, dtype=torch.float32))'
 STEP = "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)"
-BUILTIN_RETURN = "    return nn.CrossEntropyLoss(weight="
+BUILTIN_RETURN = "    return nn.CrossEntropyLoss(\n"
 # the grader's naive loss in place of the learner's: right values, no speed
 NAIVE = {"class SmoothedCE(nn.Module):": "class _Unused(nn.Module):"}
 NAIVE_CELL = "class SmoothedCE(NaiveSmoothedCE):\n    pass\n"
@@ -108,7 +116,7 @@ for _name in list(_probing.PROBES):
 FORGED_PROBES = 1
 '''
 
-BURN_THREAD = '''
+BURN_THREAD = """
 import threading
 
 
@@ -125,7 +133,7 @@ def _start():
 
 
 BURNERS = _start()
-'''
+"""
 
 BURN_DAEMON = '''
 import os
@@ -146,7 +154,7 @@ def _escape_and_burn():
 DAEMON = _escape_and_burn()
 '''
 
-HOOKS = '''
+HOOKS = """
 import sys
 import threading
 import time
@@ -165,7 +173,7 @@ def _hook():
 
 
 HOOKED = _hook()
-'''
+"""
 
 THRESHOLDS = '''
 from pathlib import Path
@@ -277,7 +285,7 @@ class SmoothedCE:
         raise RuntimeError("; ".join(results))
 '''
 
-FILL_DISK = '''
+FILL_DISK = """
 import os
 
 
@@ -289,65 +297,124 @@ def _fill():
 
 
 FILLED = _fill()
-'''
+"""
 
 CHEATS: dict[str, Attack] = {
     "walks the frames to the result channel and reports every check passed": Attack(
-        "exercise", {VALUES: "fail", SPEED: "fail", BUILTIN: "fail"}, cells=(FRAME_WALK,), flagged=True),
+        "exercise", {VALUES: "fail", SPEED: "fail", BUILTIN: "fail"}, cells=(FRAME_WALK,), flagged=True
+    ),
     "finds every channel with gc and /proc/self/fd and forges well-framed answers": Attack(
-        "exercise", {VALUES: "fail", SPEED: "fail"}, cells=(GC_WALK,), flagged=True),
+        "exercise", {VALUES: "fail", SPEED: "fail"}, cells=(GC_WALK,), flagged=True
+    ),
     "rewrites the grader's probes to report a plausible loss and no traffic": Attack(
-        "exercise", {VALUES: "fail", GRADS: "fail", TRAFFIC: "fail", SPEED: "fail"}, cells=(FORGED_PROBES,)),
+        "exercise", {VALUES: "fail", GRADS: "fail", TRAFFIC: "fail", SPEED: "fail"}, cells=(FORGED_PROBES,)
+    ),
     "burns the CPU in threads while the grader times its baseline": Attack(
-        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, BURN_THREAD)),
+        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, BURN_THREAD)
+    ),
     "escapes as a daemon (double fork, setsid) that burns the CPU": Attack(
-        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, BURN_DAEMON)),
+        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, BURN_DAEMON)
+    ),
     "installs profile hooks in every thread": Attack(
-        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, HOOKS)),
+        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, HOOKS)
+    ),
     "writes lower thresholds into the grader's files": Attack(
-        "naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(NAIVE_CELL, THRESHOLDS),
+        "naive",
+        {VALUES: "pass", SPEED: "too slow"},
+        edits=NAIVE,
+        cells=(NAIVE_CELL, THRESHOLDS),
         untouched=("grader/thresholds.toml", "grader/exercises/ex01/hidden.py"),
-        absent=("grader/calibration/pwned.toml", "pwned.txt")),
+        absent=("grader/calibration/pwned.toml", "pwned.txt"),
+    ),
     "reads the hidden checks, the reference and the solution, and leaks them in its error": Attack(
-        "exercise", {VALUES: "Permission denied", GRADS: "Permission denied"}, cells=(READ_SECRETS,),
-        forbidden=("smoothed_ce_gradients", "label_smoothing=smoothing", "required = ", "BEGIN SOLUTION")),
+        "exercise",
+        {VALUES: "Permission denied", GRADS: "Permission denied"},
+        cells=(READ_SECRETS,),
+        forbidden=("smoothed_ce_gradients", "label_smoothing=smoothing", "required = ", "BEGIN SOLUTION"),
+    ),
     "signals the grader and its ancestors": Attack(
-        "exercise", {VALUES: "Operation not permitted"}, cells=(SIGNALS,), forbidden=("SIGNAL-SENT",)),
+        "exercise", {VALUES: "Operation not permitted"}, cells=(SIGNALS,), forbidden=("SIGNAL-SENT",)
+    ),
     "renices the grader, pins its CPU and lowers its limits": Attack(
-        "exercise", {VALUES: "Operation not permitted"}, cells=(PRIORITY,), forbidden=("CHANGED",)),
+        "exercise", {VALUES: "Operation not permitted"}, cells=(PRIORITY,), forbidden=("CHANGED",)
+    ),
     "opens sockets to the network and a local daemon": Attack(
-        "exercise", {VALUES: "Operation not permitted"}, cells=(SOCKETS,), forbidden=("CONNECTED",)),
+        "exercise", {VALUES: "Operation not permitted"}, cells=(SOCKETS,), forbidden=("CONNECTED",)
+    ),
     "writes a file past the size limit": Attack(  # the write fails (EFBIG): only the attack's own definition is lost
-        "solution", {VALUES: "pass", BUILTIN: "pass"}, cells=(FILL_DISK,), problem="File too large"),
-    "replays a cached output": Attack("solution", {VALUES: "pass", SPEED: "during timing"}, edits={
-        RETURN: "        if getattr(self, '_replay', None) is not None:\n"
-                "            return self._replay.detach().requires_grad_()\n"
-                "        self._replay = ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()\n"
-                "        return self._replay"}),
-    "returns a constant": Attack("solution", {VALUES: "expected", SPEED: "during timing"},
-                                 edits={RETURN: "        return torch.tensor(4.6, requires_grad=True)"}),
-    "returns a lazy tensor subclass": Attack("solution", {VALUES: "tensor subclass", SPEED: "tensor subclass"}, edits={
-        RETURN: "        class Lazy(torch.Tensor):\n            pass\n"
-                "        return (((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()).as_subclass(Lazy)"}),
-    "patches the timer": Attack("naive", {VALUES: "pass", SPEED: "too slow"}, edits=NAIVE, cells=(
-        NAIVE_CELL, "import coursekit.timing, time\ncoursekit.timing._clock = lambda: 0.0\ntime.perf_counter = lambda: 0.0\n"
-        "CLOCK = time.perf_counter()\n")),
-    "patches torch.allclose to pass a wrong loss": Attack("solution", {VALUES: "expected", GRADS: "expected"}, edits={
-        INIT: INIT + "\n        torch.allclose = lambda *args, **kwargs: True",
-        RETURN: "        return logits.sum() * 0 + 1.0"}),
-    "imports the grader's reference": Attack("solution", {VALUES: "fail"}, edits={
-        RETURN: "        from grader.exercises.ex01.reference import smoothed_ce as reference\n"
-                "        value, _ = reference(logits, target, self.weight.tolist(), eps, self.ignore_index)\n"
-                "        return value.to(logits.dtype) + 0 * logits.sum()"}),
-    "sleeps forever": Attack("solution", {VALUES: "pass", BUILTIN: "took longer than"},
-                             edits={BUILTIN_RETURN: "    import time\n    time.sleep(3600)\n" + BUILTIN_RETURN}),
-    "hogs memory": Attack("solution", {VALUES: "pass", BUILTIN: "memory", UPDATE: "pass"},
-                          edits={BUILTIN_RETURN: "    hog = [torch.ones(64 * 1024**2) for _ in range(64)]\n"
-                                 + BUILTIN_RETURN}),
-    "forks a swarm of processes, then hangs": Attack("solution", {UPDATE: "took longer than", VALUES: "pass"}, edits={
-        STEP: "    import subprocess, time\n    swarm = [subprocess.Popen(['sleep', '317']) for _ in range(20)]\n"
-              "    time.sleep(3600)\n" + STEP}),
+        "solution", {VALUES: "pass", BUILTIN: "pass"}, cells=(FILL_DISK,), problem="File too large"
+    ),
+    "replays a cached output": Attack(
+        "solution",
+        {VALUES: "pass", SPEED: "during timing"},
+        edits={
+            RETURN: "        if getattr(self, '_replay', None) is not None:\n"
+            "            return self._replay.detach().requires_grad_()\n"
+            "        self._replay = ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()\n"
+            "        return self._replay"
+        },
+    ),
+    "returns a constant": Attack(
+        "solution",
+        {VALUES: "expected", SPEED: "during timing"},
+        edits={RETURN: "        return torch.tensor(4.6, requires_grad=True)"},
+    ),
+    "returns a lazy tensor subclass": Attack(
+        "solution",
+        {VALUES: "tensor subclass", SPEED: "tensor subclass"},
+        edits={
+            RETURN: "        class Lazy(torch.Tensor):\n            pass\n"
+            "        return (((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()).as_subclass(Lazy)"
+        },
+    ),
+    "patches the timer": Attack(
+        "naive",
+        {VALUES: "pass", SPEED: "too slow"},
+        edits=NAIVE,
+        cells=(
+            NAIVE_CELL,
+            "import coursekit.timing, time\ncoursekit.timing._clock = lambda: 0.0\ntime.perf_counter = lambda: 0.0\n"
+            "CLOCK = time.perf_counter()\n",
+        ),
+    ),
+    "patches torch.allclose to pass a wrong loss": Attack(
+        "solution",
+        {VALUES: "expected", GRADS: "expected"},
+        edits={
+            INIT: INIT + "\n        torch.allclose = lambda *args, **kwargs: True",
+            RETURN: "        return logits.sum() * 0 + 1.0",
+        },
+    ),
+    "imports the grader's reference": Attack(
+        "solution",
+        {VALUES: "fail"},
+        edits={
+            RETURN: "        from grader.exercises.ex01.reference import smoothed_ce as reference\n"
+            "        value, _ = reference(logits, target, self.weight.tolist(), eps, self.ignore_index)\n"
+            "        return value.to(logits.dtype) + 0 * logits.sum()"
+        },
+    ),
+    "sleeps forever": Attack(
+        "solution",
+        {VALUES: "pass", BUILTIN: "took longer than"},
+        edits={BUILTIN_RETURN: "    import time\n    time.sleep(3600)\n" + BUILTIN_RETURN},
+    ),
+    "hogs memory": Attack(
+        "solution",
+        {VALUES: "pass", BUILTIN: "memory", UPDATE: "pass"},
+        edits={BUILTIN_RETURN: "    hog = [torch.ones(64 * 1024**2) for _ in range(64)]\n" + BUILTIN_RETURN},
+    ),
+    "forks a swarm of processes, then hangs": Attack(
+        "solution",
+        {UPDATE: "took longer than", VALUES: "pass"},
+        edits={
+            STEP: "    import subprocess, time\n    swarm = [subprocess.Popen(['sleep', '317']) for _ in range(20)]\n"
+            "    time.sleep(3600)\n" + STEP
+        },
+    ),
     "calls sys.exit inside a check": Attack(
-        "solution", {UPDATE: "exited with code 0", NO_SYNC: "exited with code 0", VALUES: "pass"},
-        edits={STEP: "    import sys\n    sys.exit(0)\n" + STEP}),
+        "solution",
+        {UPDATE: "exited with code 0", NO_SYNC: "exited with code 0", VALUES: "pass"},
+        edits={STEP: "    import sys\n    sys.exit(0)\n" + STEP},
+    ),
 }

@@ -13,15 +13,22 @@ from pathlib import Path
 
 import nbformat
 
-from submissions import ROOT
+from tests.submissions import ROOT
 
 SECRET_SEED = 20261121  # fixed, so autograde and batch grading use the same hidden inputs
 HANG_ON = 33  # aaron's calibrate never returns for 33 values (the opcheck check's input)
 
 EX02 = "02_graph_breaks.ipynb"
-EX02_POINTS = {"ex02.calibrate.opcheck": 2, "ex02.scorer.outputs": 2, "ex02.scorer.gradients": 2,
-               "ex02.scorer.statistic": 1, "ex02.scorer.no_breaks": 2, "ex02.scorer.compiles_once": 2,
-               "ex02.scorer.no_sync": 1, "ex02.scorer.speed": 2}
+EX02_POINTS = {
+    "ex02.calibrate.opcheck": 2,
+    "ex02.scorer.outputs": 2,
+    "ex02.scorer.gradients": 2,
+    "ex02.scorer.statistic": 1,
+    "ex02.scorer.no_breaks": 2,
+    "ex02.scorer.compiles_once": 2,
+    "ex02.scorer.no_sync": 1,
+    "ex02.scorer.speed": 2,
+}
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
@@ -32,8 +39,11 @@ def _grade_id(cell) -> str | None:
 def filled(name: str, edits: dict[str, str] | None = None):
     """The released notebook ``name`` with its solution cells written as in ``solutions/``, then ``edits``."""
     released = nbformat.read(ROOT / "exercises" / name, as_version=4)
-    solution = {_grade_id(c): c.source for c in nbformat.read(ROOT / "solutions" / name, as_version=4).cells
-                if c.metadata.get("nbgrader", {}).get("solution")}
+    solution = {
+        _grade_id(c): c.source
+        for c in nbformat.read(ROOT / "solutions" / name, as_version=4).cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    }
     for cell in released.cells:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             cell.source = "\n".join(line for line in solution[_grade_id(cell)].splitlines() if not MARKER.match(line))
@@ -104,23 +114,42 @@ def class_of_ex02(course: Path | None = None) -> dict[str, tuple[object, dict[st
     _delete(deleted, "setup", "ex02-scorer-outputs")  # the imports (and run_check) and a public check cell
     _edit(deleted, "show-broken", "print('I read it')")
     _edit(deleted, "ex02-scorer-no_breaks", "print('[PASS] ex02.scorer.no_breaks, trust me')")
-    deleted.cells.append(nbformat.v4.new_code_cell("while True:  # a demo left running: never run while grading\n"
-                                                   "    pass"))
-    hangs = filled(EX02, {"    values = np.interp(": f"    while top.numel() == {HANG_ON}:  # an endless loop\n"
-                                                      "        pass\n    values = np.interp("})
+    deleted.cells.append(
+        nbformat.v4.new_code_cell("while True:  # a demo left running: never run while grading\n    pass")
+    )
+    hangs = filled(
+        EX02,
+        {
+            "    values = np.interp(": f"    while top.numel() == {HANG_ON}:  # an endless loop\n"
+            "        pass\n    values = np.interp("
+        },
+    )
     assert random.Random(SECRET_SEED).randint(2, 400) != HANG_ON, "the secret case must not hit aaron's hang"
     learners = {  # aaron, whose notebook hangs, is graded first: his time-out overlaps the others' grading
         "aaron": (hangs, {**full, "ex02.calibrate.opcheck": 0}, []),
         "alice": (correct, full, []),
         "bob": (partial, {**full, "ex02.scorer.outputs": 0, "ex02.scorer.gradients": 0, "ex02.scorer.speed": 0}, []),
         "carol": (broken, dict.fromkeys(full, 0), []),
-        "dave": (deleted, full, ["`setup` was deleted", "`ex02-scorer-outputs` was deleted", "`show-broken` was edited",
-                                 "`ex02-scorer-no_breaks` was edited"]),
+        "dave": (
+            deleted,
+            full,
+            [
+                "`setup` was deleted",
+                "`ex02-scorer-outputs` was deleted",
+                "`show-broken` was edited",
+                "`ex02-scorer-no_breaks` was edited",
+            ],
+        ),
     }
     if course is not None:
         mallory = nbformat.read(ROOT / "exercises" / EX02, as_version=4)
-        targets = [str(course / "submitted"), str(course / "autograded"), str(course / "gradebook.db"),
-                   str(course.parent / "batch"), str(course.parent / "submissions")]
+        targets = [
+            str(course / "submitted"),
+            str(course / "autograded"),
+            str(course / "gradebook.db"),
+            str(course.parent / "batch"),
+            str(course.parent / "submissions"),
+        ]
         answer = next(c for c in mallory.cells if c.metadata.get("nbgrader", {}).get("solution"))
         answer.source = f"TARGETS = {targets!r}\n" + MALLORY + "\n" + answer.source
         learners["mallory"] = (mallory, dict.fromkeys(full, 0), [])

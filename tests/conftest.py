@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("COURSEKIT_PROFILE", "smoke")
 os.environ.setdefault("COURSEKIT_DEVICE", "cpu")
-sys.path.insert(0, str(Path(__file__).parent))  # for tests/submissions.py
 
 from coursekit.cache import use_repo_compile_cache  # noqa: E402
 
@@ -38,16 +36,28 @@ def grade(profile):
     return run
 
 
-def _expected_cost(item: pytest.Item) -> tuple[int, int]:
+def _notebook_minutes(nodeid: str) -> float | None:
+    """What executing the notebook in ``nodeid`` costs, from its lesson's manifest (``test_minutes``)."""
+    from coursekit.lessons import lessons
+
+    found = re.search(r"\[(notebooks|solutions)/(\d+)_", nodeid)
+    if not found:
+        return None
+    number = int(found.group(2))
+    share = {"notebooks": 0.7, "solutions": 0.3}[found.group(1)]  # the lesson notebook measures more
+    return next((lesson.test_minutes * share for lesson in lessons() if lesson.number == number), 0.0)
+
+
+def _expected_cost(item: pytest.Item) -> tuple[int, float]:
     """The reference solutions are graded first (grading one keeps the kernels its worker compiled, which every
-    later grading of that exercise starts from), then lessons run top to bottom (later lessons measure more: the
-    last one first), then other slow tests, then the rest."""
+    later grading of that exercise starts from), then notebooks, the costliest first (each lesson's manifest
+    says what its tests cost), then other slow tests, then the rest."""
     if "test_solution_passes_every_correctness_and_structure_check" in item.nodeid:
-        return -1, 0
-    lesson = re.search(r"\[notebooks/(\d+)_", item.nodeid)
-    if lesson and "test_executes_top_to_bottom" in item.nodeid:
-        return 0, -int(lesson.group(1))
-    return (1 if item.get_closest_marker("slow") else 2), 0
+        return -1, 0.0
+    minutes = _notebook_minutes(item.nodeid)
+    if minutes is not None and "test_executes_top_to_bottom" in item.nodeid:
+        return 0, -minutes
+    return (1 if item.get_closest_marker("slow") else 2), 0.0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

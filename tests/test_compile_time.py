@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from coursekit.bench06 import markdown_table
-from coursekit.compile_time import COLD_STARTS, compile_model, lr_hygiene
-from coursekit.ex06 import make_batch, make_model, warmup_cosine
+from coursekit.lessons.compile_time.bench import markdown_table
+from coursekit.lessons.compile_time.givens import make_batch, make_model, warmup_cosine
+from coursekit.lessons.compile_time.material import COLD_STARTS, compile_model, lr_hygiene
 from coursekit.profile import get_profile
 
 
@@ -59,12 +59,21 @@ def test_warmup_cosine_warms_up_then_decays_to_zero() -> None:
 
 def test_bench_markdown_names_the_device_and_every_measurement() -> None:
     run = {"first_step_s": 12.0, "second_step_s": 0.01, "fx_graph_hits": 0, "fx_graph_misses": 2, "aot_hits": 0}
-    doc = {"device": "cpu", "device_name": "cpu", "torch": torch.__version__, "created": "now",
-           "host": {"processor": "Test CPU", "cpu_count": 2}, "profile": {"name": "smoke"},
-           "model": {"depth": 8, "dim": 32, "heads": 2}, "cold_starts": {name: run for name in COLD_STARTS},
-           "capture": {"backend": "aot_eager", "depths": [2, 4], "whole": [1.0, 2.0], "regional": [0.5, 0.5]},
-           "recompile": {"float": {"graphs": [1, 2], "step_s": [8.0, 7.0]},
-                         "tensor": {"graphs": [1, 1], "step_s": [8.0, 0.001]}}}
+    doc = {
+        "device": "cpu",
+        "device_name": "cpu",
+        "torch": torch.__version__,
+        "created": "now",
+        "host": {"processor": "Test CPU", "cpu_count": 2},
+        "profile": {"name": "smoke"},
+        "model": {"depth": 8, "dim": 32, "heads": 2},
+        "cold_starts": {name: run for name in COLD_STARTS},
+        "capture": {"backend": "aot_eager", "depths": [2, 4], "whole": [1.0, 2.0], "regional": [0.5, 0.5]},
+        "recompile": {
+            "float": {"graphs": [1, 2], "step_s": [8.0, 7.0]},
+            "tensor": {"graphs": [1, 1], "step_s": [8.0, 0.001]},
+        },
+    }
     text = markdown_table(doc)
     assert "Test CPU" in text and "smoke" in text and torch.__version__ in text
     assert all(name in text for name in COLD_STARTS) and "| 4 | 2.00 | 0.50 | 4.0x |" in text

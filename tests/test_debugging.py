@@ -19,16 +19,29 @@ import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 from torch._inductor import decomposition, lowering
 
-from coursekit.debugging import (KINDS, LADDER, LESSON_CASES, PLANTED_ENV, Bug, PlantedBugError, build_case, env_for,
-                                 gist, install, measure_ladder, planted, reset_bisector)
-from coursekit.ex05 import _EXERCISE_BUGS, exercise_bugs, make_input, make_model
+from coursekit.lessons.debugging.givens import EXERCISE_BUGS, exercise_bugs, make_input, make_model
+from coursekit.lessons.debugging.material import (
+    KINDS,
+    LADDER,
+    LESSON_CASES,
+    PLANTED_ENV,
+    Bug,
+    PlantedBugError,
+    build_case,
+    env_for,
+    gist,
+    install,
+    measure_ladder,
+    planted,
+    reset_bisector,
+)
 from grader.exercises.ex05.hidden import drawn, hidden_cases
 from grader.exercises.ex05.probes import DECOMPOSED, LOWERED, subject
-from submissions import ROOT
+from tests.submissions import ROOT
 
 aten = torch.ops.aten
 LESSON_OPS = {"decomposition": {"gelu"}, "lowering": {"tanh", "rsqrt"}}
-EXERCISE_OPS = {b.op for b in _EXERCISE_BUGS}
+EXERCISE_OPS = {b.op for b in EXERCISE_BUGS}
 
 
 @pytest.fixture(autouse=True)
@@ -45,9 +58,14 @@ def probe(op: str, decoy: str, seed: int):
 
 def tables() -> dict[str, dict]:
     """Identity of every entry of the tables a bug is planted in."""
-    return {name: {k: id(v) for k, v in table.items()} for name, table in (
-        ("decompositions", decomposition.decompositions), ("fast_random_decomps", decomposition.fast_random_decomps()),
-        ("lowerings", lowering.lowerings))}
+    return {
+        name: {k: id(v) for k, v in table.items()}
+        for name, table in (
+            ("decompositions", decomposition.decompositions),
+            ("fast_random_decomps", decomposition.fast_random_decomps()),
+            ("lowerings", lowering.lowerings),
+        )
+    }
 
 
 def run(fn, args, backend):
@@ -80,15 +98,15 @@ def test_a_bug_that_cannot_be_planted_is_refused_and_nothing_stays_planted() -> 
     with pytest.raises(ValueError):
         Bug("crashing_lowering", "no_such_op")
     assert str(Bug("wrong_decomposition", "gelu")) == "wrong decomposition of aten.gelu"
-    assert env_for(*_EXERCISE_BUGS) == {PLANTED_ENV: "wrong_decomposition:hardswish,crashing_lowering:sigmoid"}
+    assert env_for(*EXERCISE_BUGS) == {PLANTED_ENV: "wrong_decomposition:hardswish,crashing_lowering:sigmoid"}
 
 
 def test_pools_avoid_the_operators_the_notebooks_show() -> None:
     shown = EXERCISE_OPS | LESSON_OPS["decomposition"] | LESSON_OPS["lowering"]
     assert not shown & (set(DECOMPOSED) | set(LOWERED))
     assert all(c.bugs == () or {b.op for b in c.bugs} <= shown for c in LESSON_CASES.values())
-    (d, l), (d2, l2) = drawn(type("Ctx", (), {"secret_seed": 7})), drawn(type("Ctx", (), {"secret_seed": 7}))
-    assert (d, l) == (d2, l2) and len(set(d)) == 3 and len(set(l)) == 3
+    (dec, low), (dec2, low2) = drawn(type("Ctx", (), {"secret_seed": 7})), drawn(type("Ctx", (), {"secret_seed": 7}))
+    assert (dec, low) == (dec2, low2) and len(set(dec)) == 3 and len(set(low)) == 3
     seeds = {tuple(drawn(type("Ctx", (), {"secret_seed": s}))[0]) for s in range(20)}
     assert len(seeds) > 5, "the secret seed should change which operators get a bug"
     for which in ("ladder", "culprit"):
@@ -98,8 +116,11 @@ def test_pools_avoid_the_operators_the_notebooks_show() -> None:
 
 @pytest.mark.parametrize("op", sorted(set(DECOMPOSED) | {"hardswish", "gelu"}))
 def test_a_planted_decomposition_shows_from_aot_eager_decomp_partition_on(op: str) -> None:
-    model, args = (probe(op, "exp", seed=1) if op in DECOMPOSED
-                   else (lambda x: getattr(torch.nn.functional, op)(x) * 2, (make_input(1),)))
+    model, args = (
+        probe(op, "exp", seed=1)
+        if op in DECOMPOSED
+        else (lambda x: getattr(torch.nn.functional, op)(x) * 2, (make_input(1),))
+    )
     expected = model(*args)
     with planted(Bug("wrong_decomposition", op)):
         torch.testing.assert_close(run(model, args, "aot_eager"), expected)
@@ -147,7 +168,7 @@ def test_the_exercise_bugs_break_gated_mlp_at_the_rungs_the_exercise_expects() -
     with exercise_bugs():
         rows = measure_ladder(model, (x,), backends=LADDER[:3])
     assert [r["status"] for r in rows] == ["ok", "ok", "wrong"]
-    with planted(_EXERCISE_BUGS[1]):
+    with planted(EXERCISE_BUGS[1]):
         with pytest.raises(Exception, match="aten.sigmoid"):
             run(model, (x,), "inductor")
     torch.testing.assert_close(run(model, (x,), "aot_eager"), expected)
@@ -195,7 +216,7 @@ def test_inference_mode_teacher_breaks_the_process_and_restore_dispatch_state_re
     """In a child process: the real failure at aot_eager, the dispatcher keys it leaves switched on, the repair."""
     script = textwrap.dedent("""
         import torch
-        from coursekit.debugging import (build_case, leftover_dispatch_keys, measure_ladder,
+        from coursekit.lessons.debugging.material import (build_case, leftover_dispatch_keys, measure_ladder,
                                          restore_dispatch_state)
         model, args = build_case("inference-mode teacher")
         with restore_dispatch_state() as before:
@@ -218,8 +239,9 @@ def test_inference_mode_teacher_breaks_the_process_and_restore_dispatch_state_re
         print([r["status"] for r in rows], rows[1]["error"], left, broken, sep="|")
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     statuses, error, left, broken = proc.stdout.strip().splitlines()[-1].split("|")
     assert statuses == "['ok', 'crash', 'crash']"
@@ -228,21 +250,28 @@ def test_inference_mode_teacher_breaks_the_process_and_restore_dispatch_state_re
 
 
 def test_plant_from_env_installs_bugs_in_a_child_process() -> None:
-    script = ("from coursekit.debugging import plant_from_env; import torch; bugs = plant_from_env(); "
-              "f = torch._inductor.decomposition.decompositions[torch.ops.aten.gelu.default]; "
-              "print(len(bugs), f.__name__)")
+    script = (
+        "from coursekit.lessons.debugging.material import plant_from_env; import torch; bugs = plant_from_env(); "
+        "f = torch._inductor.decomposition.decompositions[torch.ops.aten.gelu.default]; "
+        "print(len(bugs), f.__name__)"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), **env_for(Bug("crashing_decomposition", "gelu"))}
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-2:] == ["1", "crash"]
 
 
 def test_crash_message_gist() -> None:
     assert gist(PlantedBugError("planted bug: crashing decomposition of aten.gelu")) == (
-        "planted bug: crashing decomposition of aten.gelu")
-    wrapped = RuntimeError("LoweringException: PlantedBugError: planted bug: x\n  target: aten.x.default\n\n"
-                           "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace")
+        "planted bug: crashing decomposition of aten.gelu"
+    )
+    wrapped = RuntimeError(
+        "LoweringException: PlantedBugError: planted bug: x\n  target: aten.x.default\n\n"
+        "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
+    )
     assert gist(wrapped) == "PlantedBugError: planted bug: x"
     assert gist(RuntimeError("backend='aot_eager' raised:\nRuntimeError: Cannot set version_counter")) == (
-        "RuntimeError: Cannot set version_counter")
+        "RuntimeError: Cannot set version_counter"
+    )

@@ -14,10 +14,21 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 
-from coursekit import bench, bench03
-from coursekit.distill import (VARIANTS, StepTimes, SuperModel, build, freeze, image_batch, make_vit, plain_student,
-                               teacher_context)
-from coursekit.plots import compile_cost_chart, step_time_chart
+from coursekit import bench as bench_cli
+from coursekit import results
+from coursekit.lessons.distillation import bench as bench03
+from coursekit.lessons.distillation.charts import compile_cost_chart, step_time_chart
+from coursekit.lessons.distillation.material import (
+    VARIANTS,
+    StepTimes,
+    SuperModel,
+    build,
+    freeze,
+    image_batch,
+    make_vit,
+    plain_student,
+    teacher_context,
+)
 from coursekit.profile import get_profile
 from coursekit.timing import Timing
 
@@ -140,10 +151,13 @@ def test_breakeven_steps() -> None:
 
 
 def test_error_summary_keeps_the_cause_of_a_backend_failure() -> None:
-    err = RuntimeError("backend='inductor' raised:\nRuntimeError: Cannot set version_counter for inference tensor\n\n"
-                       "While executing ...")
-    assert bench03.error_summary(err) == ("RuntimeError: backend='inductor' raised: RuntimeError: Cannot set "
-                                          "version_counter for inference tensor")
+    err = RuntimeError(
+        "backend='inductor' raised:\nRuntimeError: Cannot set version_counter for inference tensor\n\n"
+        "While executing ..."
+    )
+    assert bench03.error_summary(err) == (
+        "RuntimeError: backend='inductor' raised: RuntimeError: Cannot set version_counter for inference tensor"
+    )
     assert bench03.error_summary(ValueError("one line\nmore")) == "ValueError: one line"
 
 
@@ -170,36 +184,62 @@ def test_measure_modes_reuses_rows_and_skips_cuda_only_modes_on_cpu() -> None:
 
 def fake_doc() -> dict:
     def row(name: str, dtype: str, ms: float, first: float, compiled: bool = True, never: bool = False) -> dict:
-        r = {"name": name, "dtype": dtype, "compiled": compiled, "first_s": first,
-             "step_ms": {"median": ms, "q1": ms * 0.9, "q3": ms * 1.1}}
+        r = {
+            "name": name,
+            "dtype": dtype,
+            "compiled": compiled,
+            "first_s": first,
+            "step_ms": {"median": ms, "q1": ms * 0.9, "q3": ms * 1.1},
+        }
         if compiled:
-            r.update(speedup=5.0 / ms, ab={"median": 5.0 / ms, "q1": 5.0 / ms - 0.1, "q3": 5.0 / ms + 0.1, "trials": 9},
-                     eager_ms={"median": 5.0, "q1": 4.5, "q3": 5.5}, breakeven_steps=None if never else 1234.0,
-                     fx_cache={"hit": 0, "miss": 2})
+            r.update(
+                speedup=5.0 / ms,
+                ab={"median": 5.0 / ms, "q1": 5.0 / ms - 0.1, "q3": 5.0 / ms + 0.1, "trials": 9},
+                eager_ms={"median": 5.0, "q1": 4.5, "q3": 5.5},
+                breakeven_steps=None if never else 1234.0,
+                fx_cache={"hit": 0, "miss": 2},
+            )
         return r
 
-    distillation = [row("eager", "fp32", 5.0, 0.01, compiled=False), row("one graph", "fp32", 3.7, 8.0),
-                    row("eager", "bf16", 11.0, 0.02, compiled=False),
-                    row("loss compiled", "bf16", 12.0, 7.0, never=True)]
-    modes = {"variant": "one graph", "dtype": "fp32", "eager": distillation[0],
-             "rows": [{**distillation[1], "name": "default", "reused": True}],
-             "skipped": {"max-autotune": bench03.CUDA_ONLY_MODES["max-autotune"]}}
-    probes = [{"variant": "one graph", "teacher_mode": "inference_mode", "ok": False, "seconds": 1.0,
-               "outcome": "BackendCompilerFailed: backend='inductor' raised: RuntimeError: a | b"}]
-    return bench03.results_doc(SMOKE, {"classifier": distillation[:2], "distillation": distillation, "modes": modes,
-                                       "teacher_modes": probes})
+    distillation = [
+        row("eager", "fp32", 5.0, 0.01, compiled=False),
+        row("one graph", "fp32", 3.7, 8.0),
+        row("eager", "bf16", 11.0, 0.02, compiled=False),
+        row("loss compiled", "bf16", 12.0, 7.0, never=True),
+    ]
+    modes = {
+        "variant": "one graph",
+        "dtype": "fp32",
+        "eager": distillation[0],
+        "rows": [{**distillation[1], "name": "default", "reused": True}],
+        "skipped": {"max-autotune": bench03.CUDA_ONLY_MODES["max-autotune"]},
+    }
+    probes = [
+        {
+            "variant": "one graph",
+            "teacher_mode": "inference_mode",
+            "ok": False,
+            "seconds": 1.0,
+            "outcome": "BackendCompilerFailed: backend='inductor' raised: RuntimeError: a | b",
+        }
+    ]
+    return bench03.results_doc(
+        SMOKE, {"classifier": distillation[:2], "distillation": distillation, "modes": modes, "teacher_modes": probes}
+    )
 
 
 def test_markdown_and_files_from_a_fake_doc(tmp_path) -> None:
     doc = fake_doc()
     text = bench03.markdown_table(doc)
     assert "Measured on **cpu" in text and "profile `smoke`" in text
-    assert ("| one graph | fp32 | 3.7 [3.33-4.07] | 5 [4.5-5.5] | 1.35x [1.25-1.45] faster "
-            "| 8 s (FX cache 0 hit / 2 miss) | 1,234 steps |") in text
+    assert (
+        "| one graph | fp32 | 3.7 [3.33-4.07] | 5 [4.5-5.5] | 1.35x [1.25-1.45] faster "
+        "| 8 s (FX cache 0 hit / 2 miss) | 1,234 steps |"
+    ) in text
     assert "| loss compiled | bf16 |" in text and "never (not faster)" in text
     assert "max-autotune: skipped" in text and "a \\| b" in text
-    json_path, md_path = bench.write_results(doc, tmp_path, bench03.markdown_table)
-    assert json_path.name == f"lesson03-smoke-cpu-torch{bench.slug(torch.__version__)}.json"
+    json_path, md_path = results.write_results(doc, tmp_path, bench03.markdown_table)
+    assert json_path.name == f"lesson03-smoke-cpu-torch{results.slug(torch.__version__)}.json"
     assert json.loads(json_path.read_text())["lesson"] == "lesson03" and md_path.read_text() == text
     assert "never (not faster)" in bench03.describe_rows(doc["distillation"])
     assert "max-autotune: skipped" in bench03.describe_modes(doc["modes"])
@@ -209,7 +249,7 @@ def test_markdown_and_files_from_a_fake_doc(tmp_path) -> None:
 
 def test_bench_command_runs_lesson_3(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(bench03, "measure_lesson3", lambda profile: fake_doc())
-    assert bench.main(["--lesson", "3", "--out", str(tmp_path)]) == 0
+    assert bench_cli.main(["--lesson", "3", "--out", str(tmp_path)]) == 0
     assert sorted(p.name.split("-")[0] + p.suffix for p in tmp_path.iterdir()) == ["lesson03.json", "lesson03.md"]
 
 
@@ -225,11 +265,17 @@ def test_compiled_inference_mode_teacher_fails_in_a_child_process() -> None:
 def test_lesson3_charts_render(tmp_path) -> None:
     doc = fake_doc()
     quartiles = [tuple(r["step_ms"][k] for k in ("median", "q1", "q3")) for r in doc["distillation"]]
-    fig = step_time_chart([("step, ms", ["eager", "one graph"], {"fp32": quartiles[:2], "bf16": quartiles[2:]})],
-                          "on cpu")
+    fig = step_time_chart(
+        [("step, ms", ["eager", "one graph"], {"fp32": quartiles[:2], "bf16": quartiles[2:]})], "on cpu"
+    )
     fig.savefig(tmp_path / "steps.png")
     rows = doc["modes"]["rows"]
-    fig = compile_cost_chart([r["name"] for r in rows], [r["first_s"] for r in rows], quartiles[1:2],
-                             [r["eager_ms"]["median"] for r in rows], "on cpu")
+    fig = compile_cost_chart(
+        [r["name"] for r in rows],
+        [r["first_s"] for r in rows],
+        quartiles[1:2],
+        [r["eager_ms"]["median"] for r in rows],
+        "on cpu",
+    )
     fig.savefig(tmp_path / "modes.png")
     assert (tmp_path / "steps.png").stat().st_size > 0 and (tmp_path / "modes.png").stat().st_size > 0

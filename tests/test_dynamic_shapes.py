@@ -13,9 +13,22 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 
-from coursekit import bench, bench04
-from coursekit.dynamic_shapes import (BUCKETS, MAX_LEN, MIN_LEN, PAD, VARIANTS, bucket_for, build, length_stream,
-                                      pad_to_bucket, pad_to_longest, sequences)
+from coursekit import bench as bench_cli
+from coursekit import results
+from coursekit.lessons.dynamic_shapes import bench as bench04
+from coursekit.lessons.dynamic_shapes.material import (
+    BUCKETS,
+    MAX_LEN,
+    MIN_LEN,
+    PAD,
+    VARIANTS,
+    bucket_for,
+    build,
+    length_stream,
+    pad_to_bucket,
+    pad_to_longest,
+    sequences,
+)
 from coursekit.profile import get_profile
 
 TINY = dataclasses.replace(get_profile("smoke", "cpu"), warmup=1, trials=2, min_sample_s=0.001)
@@ -147,19 +160,43 @@ def test_measurement_counts_compiles_and_fallbacks(measured) -> None:
 
 def test_bench04_writes_required_keys(tmp_path, measured) -> None:
     doc = bench04.results_doc(TINY, measured)
-    json_path, md_path = bench.write_results(doc, tmp_path, bench04.markdown_table)
-    assert json_path.name == f"lesson04-smoke-cpu-torch{bench.slug(torch.__version__)}.json"
+    json_path, md_path = results.write_results(doc, tmp_path, bench04.markdown_table)
+    assert json_path.name == f"lesson04-smoke-cpu-torch{results.slug(torch.__version__)}.json"
     doc = json.loads(json_path.read_text())
-    assert {"lesson", "device", "device_name", "torch", "profile", "created", "host", "backend", "recompile_limit",
-            "compile_cache", "stream", "strategies"} <= doc.keys()
+    assert {
+        "lesson",
+        "device",
+        "device_name",
+        "torch",
+        "profile",
+        "created",
+        "host",
+        "backend",
+        "recompile_limit",
+        "compile_cache",
+        "stream",
+        "strategies",
+    } <= doc.keys()
     assert doc["lesson"] == "lesson04" and doc["backend"] == "eager"
     for r in doc["strategies"]:
-        assert {"name", "how", "frames", "graphs", "timeline", "stream_ms", "first_call_ms", "pass_ms", "tokens_per_s",
-                "recompile_limit_hit", "eager_fallback_calls", "padding"} <= r.keys()
+        assert {
+            "name",
+            "how",
+            "frames",
+            "graphs",
+            "timeline",
+            "stream_ms",
+            "first_call_ms",
+            "pass_ms",
+            "tokens_per_s",
+            "recompile_limit_hit",
+            "eager_fallback_calls",
+            "padding",
+        } <= r.keys()
     assert "| static |" in md_path.read_text() and "| buckets |" in md_path.read_text()
 
 
 def test_bench_command_runs_lesson_4(tmp_path, measured, monkeypatch) -> None:
     monkeypatch.setattr(bench04, "measure_dynamic_shapes", lambda profile: measured)
-    assert bench.main(["--lesson", "4", "--out", str(tmp_path)]) == 0
+    assert bench_cli.main(["--lesson", "4", "--out", str(tmp_path)]) == 0
     assert sorted(p.name.split("-")[0] + p.suffix for p in tmp_path.iterdir()) == ["lesson04.json", "lesson04.md"]

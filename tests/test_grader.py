@@ -11,11 +11,10 @@ import pytest
 
 from grader.context import Context
 from grader.registry import checks_for
-from submissions import EXERCISES, ROOT, SOLUTION_01, variant
+from tests.submissions import EXERCISES, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
 # exercise 4's speed check times compiles (~25 s a run on CPU), exercise 6's captures (~15 s)
-SPEED_REPEATS = {"ex04": (1,), "ex06": (1, 2)}
 WRONG = [(ex, name) for ex, (_, _, wrong) in EXERCISES.items() for name in wrong]
 
 
@@ -35,20 +34,17 @@ def test_solution_passes_every_correctness_and_structure_check(grade, exercise: 
 
 @pytest.mark.timing
 @pytest.mark.parametrize("exercise", [ex for ex in EXERCISES if _ids(ex, "speed")])  # ex00 has no speed check
-def test_solution_speed_is_repeatable_with_margin(grade, exercise: str) -> None:
-    """Grading runs of the speed checks (fresh processes, several secret seeds): every speed check passes each
-    time, and even the slowest run clears the threshold by half again the gain it demands."""
+def test_solution_passes_its_speed_checks_with_margin(grade, exercise: str) -> None:
+    """One grading run of the speed checks (a fresh worker, a secret seed): every speed check passes, by half
+    again the gain it demands. How often they pass across runs, graded as a busy class would be, is a
+    benchmark rather than a test: `make speed-trials` (tools/speed_trials.py, results in bench/results/)."""
     ctx = Context.create()
-    measured: dict[str, list[float]] = {cid: [] for cid in _ids(exercise, "speed")}
-    for seed in SPEED_REPEATS.get(exercise, (1, 2, 3)):
-        for cid, r in grade(EXERCISES[exercise][0], list(measured), seed=seed).items():
-            assert r.passed, f"run with seed {seed}: {cid}: {r.message}"
-            measured[cid].append(r.measured)
-    for cid, values in measured.items():
+    for cid, r in grade(EXERCISES[exercise][0], _ids(exercise, "speed"), seed=1).items():
         required = ctx.required_speedup(cid)
-        print(f"{cid}: measured {['%.2f' % v for v in values]}, required {required}")
-        assert min(values) >= 1 + 1.5 * (required - 1), (
-            f"{cid}: the slowest of {values} is too close to the threshold {required} on this machine")
+        assert r.passed, f"{cid}: {r.message}"
+        assert r.measured >= 1 + 1.5 * (required - 1), (
+            f"{cid}: {r.measured:.2f}x is too close to the threshold {required} on this machine"
+        )
 
 
 @pytest.mark.parametrize("exercise", list(EXERCISES))
@@ -73,7 +69,8 @@ def test_wrong_submission_fails_exactly_the_right_checks(grade, tmp_path: Path, 
     judged = {cid for cid, r in results.items() if r.kind != "speed" or cid in expected}
     assert failed & judged == expected, (
         f"{name}: expected to fail {sorted(expected)}, failed {sorted(failed)}; "
-        + "; ".join(f"{c}: {results[c].message[:200]}" for c in sorted((failed & judged) ^ expected)))
+        + "; ".join(f"{c}: {results[c].message[:200]}" for c in sorted((failed & judged) ^ expected))
+    )
     for cid in expected:
         assert "grading process" not in results[cid].message
 
@@ -82,16 +79,32 @@ def test_a_crash_and_a_hang_cost_only_their_own_checks(grade, tmp_path: Path) ->
     """os._exit inside one function and an endless loop in another: the rest still grade."""
     from grader.runner import grade_notebook
 
-    notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, {
-        "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)":
-        "    import os\n    os._exit(3)\n    loss = loss_fn(model(images), labels)",
-        '    return nn.CrossEntropyLoss(weight=': "    while True:\n        pass\n    return nn.CrossEntropyLoss(weight=",
-    })
+    notebook = variant(
+        SOLUTION_01,
+        tmp_path / SOLUTION_01.name,
+        {
+            "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)": (
+                "    import os\n    os._exit(3)\n    loss = loss_fn(model(images), labels)"
+            ),
+            "    return nn.CrossEntropyLoss(\n": ("    while True:\n        pass\n    return nn.CrossEntropyLoss(\n"),
+        },
+    )
     from coursekit.profile import get_profile
 
-    grade_ = grade_notebook(notebook, "ex01", get_profile(), 7, progress=False, check_timeout_s=20,
-                            check_ids=["ex01.smoothed_ce.values", "ex01.builtin.values", "ex01.train_step.update",
-                                       "ex01.train_step.no_sync"])
+    grade_ = grade_notebook(
+        notebook,
+        "ex01",
+        get_profile(),
+        7,
+        progress=False,
+        check_timeout_s=20,
+        check_ids=[
+            "ex01.smoothed_ce.values",
+            "ex01.builtin.values",
+            "ex01.train_step.update",
+            "ex01.train_step.no_sync",
+        ],
+    )
     by_id = {r.id: r for r in grade_.results}
     assert by_id["ex01.smoothed_ce.values"].passed
     assert "took longer than 20 s" in by_id["ex01.builtin.values"].message
@@ -100,8 +113,9 @@ def test_a_crash_and_a_hang_cost_only_their_own_checks(grade, tmp_path: Path) ->
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grader", *args, "--no-progress"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args, "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_cli_grades_a_folder_writes_reports_and_exits_zero(tmp_path: Path) -> None:
@@ -134,8 +148,24 @@ def test_cli_scores_bad_input_zero_with_a_clear_message(tmp_path: Path) -> None:
 
 
 def test_pytest_front_end_runs_the_same_checks() -> None:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "grader", "-q", "-p", "no:cacheprovider",
-                           "--submission", str(SOLUTION_01), "-k", "values"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "grader",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--submission",
+            str(SOLUTION_01),
+            "-k",
+            "values",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "3 passed" in proc.stdout

@@ -15,13 +15,26 @@ import numpy as np
 import pytest
 import torch
 
-from coursekit import bench, bench02
-from coursekit.graph_breaks import (GATE_FP, GATE_XP, VARIANTS, BrokenNet, FixedNet, build, calibrated_gate,
-                                    check_images, numpy_gate)
+from coursekit import bench as bench_cli
+from coursekit import results
+from coursekit.explain import explain_counts
+from coursekit.lessons.graph_breaks import bench as bench02
+from coursekit.lessons.graph_breaks.material import (
+    GATE_FP,
+    GATE_XP,
+    VARIANTS,
+    BrokenNet,
+    FixedNet,
+    build,
+    calibrated_gate,
+    check_images,
+    numpy_gate,
+)
 from coursekit.profile import get_profile
 
-TINY = dataclasses.replace(get_profile("smoke", "cpu"), batch_size=4, image_size=16, steps=2, warmup=1, trials=2,
-                           min_sample_s=0.001)
+TINY = dataclasses.replace(
+    get_profile("smoke", "cpu"), batch_size=4, image_size=16, steps=2, warmup=1, trials=2, min_sample_s=0.001
+)
 
 
 def images(seed: int = 0, n: int = 4, size: int = 32) -> torch.Tensor:
@@ -59,12 +72,12 @@ def test_same_seed_same_weights() -> None:
 
 
 def test_fixed_net_is_one_graph() -> None:
-    counts = bench02.explain_counts(FixedNet(), images())
+    counts = explain_counts(FixedNet(), images())
     assert counts["graphs"] == 1 and counts["breaks"] == 0, counts
 
 
 def test_broken_net_breaks_at_item_print_and_numpy() -> None:
-    counts = bench02.explain_counts(BrokenNet(), images())
+    counts = explain_counts(BrokenNet(), images())
     assert counts["breaks"] >= 3 and counts["graphs"] >= 4, counts
     where = " ".join(counts["reasons"])
     for line in (".item()", "print(", "np.interp("):
@@ -72,7 +85,7 @@ def test_broken_net_breaks_at_item_print_and_numpy() -> None:
 
 
 def test_compiler_disable_is_one_deliberate_break() -> None:
-    counts = bench02.explain_counts(build("logged", TINY), images())
+    counts = explain_counts(build("logged", TINY), images())
     assert counts["breaks"] == 1 and "log_activations" in counts["reasons"][0], counts
 
 
@@ -111,12 +124,22 @@ def measured() -> dict:
 
 def test_bench02_writes_required_keys(tmp_path, measured) -> None:
     doc = bench02.results_doc(TINY, measured)
-    json_path, md_path = bench.write_results(doc, tmp_path, bench02.markdown_table)
+    json_path, md_path = results.write_results(doc, tmp_path, bench02.markdown_table)
 
-    assert json_path.name == f"lesson02-smoke-cpu-torch{bench.slug(torch.__version__)}.json"
+    assert json_path.name == f"lesson02-smoke-cpu-torch{results.slug(torch.__version__)}.json"
     doc = json.loads(json_path.read_text())
-    assert {"lesson", "device", "device_name", "torch", "profile", "created", "backend", "variants", "steps",
-            "comparisons"} <= doc.keys()
+    assert {
+        "lesson",
+        "device",
+        "device_name",
+        "torch",
+        "profile",
+        "created",
+        "backend",
+        "variants",
+        "steps",
+        "comparisons",
+    } <= doc.keys()
     assert doc["lesson"] == "lesson02" and doc["backend"] == "eager"
     variants = {v["name"]: v for v in doc["variants"]}
     assert variants["4 fixed"]["breaks"] == 0 and variants["0 broken"]["breaks"] >= 3
@@ -132,5 +155,5 @@ def test_bench02_writes_required_keys(tmp_path, measured) -> None:
 
 def test_bench_command_runs_only_the_chosen_lesson(tmp_path, measured, monkeypatch) -> None:
     monkeypatch.setattr(bench02, "measure_graph_breaks", lambda profile: measured)
-    assert bench.main(["--lesson", "2", "--out", str(tmp_path)]) == 0
+    assert bench_cli.main(["--lesson", "2", "--out", str(tmp_path)]) == 0
     assert sorted(p.name.split("-")[0] + p.suffix for p in tmp_path.iterdir()) == ["lesson02.json", "lesson02.md"]

@@ -14,11 +14,11 @@ import nbformat
 import psutil
 import pytest
 
-from adversarial import CHEATS, NAIVE
 from coursekit.profile import get_profile
 from grader.runner import grade_notebook
 from grader.scan import scan_cells
-from submissions import EXERCISE_01, ROOT, SOLUTION_01, variant
+from tests.adversarial import CHEATS, NAIVE
+from tests.submissions import EXERCISE_01, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +46,16 @@ def test_cheat_gains_nothing(tmp_path: Path, name: str) -> None:
     attack = CHEATS[name]
     before = {rel: _digest(rel) for rel in attack.untouched}
     notebook = build(name, tmp_path / SOLUTION_01.name)
-    grade = grade_notebook(notebook, "ex01", get_profile(), 99, check_ids=list(attack.expect), check_timeout_s=15,
-                           memory_limit_bytes=int(2 * 1024**3), progress=False)
+    grade = grade_notebook(
+        notebook,
+        "ex01",
+        get_profile(),
+        99,
+        check_ids=list(attack.expect),
+        check_timeout_s=15,
+        memory_limit_bytes=int(2 * 1024**3),
+        progress=False,
+    )
     results = {r.id: r for r in grade.results}
     for cid, want in attack.expect.items():
         r = results[cid]
@@ -85,8 +93,10 @@ def test_the_sandbox_is_on_here() -> None:
 
 
 def test_static_scan_flags_the_tricks_for_review() -> None:
-    cells = ["import gc\nimport coursekit.timing as T\nfrom grader.exercises.ex01.reference import smoothed_ce",
-             "def f():\n    T._clock = lambda: 0\n    open('grader/exercises/ex01/hidden.py')\n    torch.cuda.Stream()"]
+    cells = [
+        "import gc\nimport coursekit.timing as T\nfrom grader.exercises.ex01.reference import smoothed_ce",
+        "def f():\n    T._clock = lambda: 0\n    open('grader/exercises/ex01/hidden.py')\n    torch.cuda.Stream()",
+    ]
     messages = " | ".join(str(f) for f in scan_cells(cells))
     for expected in ("imports gc", "grader's internals", "monkeypatches T._clock", "'grader/'", "side stream"):
         assert expected in messages, messages
@@ -121,17 +131,25 @@ def test_bad_notebooks_get_clear_zeros(tmp_path: Path, case: str) -> None:
 
 
 def _cli(path: Path, report: Path, only: str, env: dict | None = None) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "grader", str(path), "--report", str(report), "--no-progress",
-                           "--only", only], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", str(path), "--report", str(report), "--no-progress", "--only", only],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(report.read_text())
 
 
 def test_a_cheat_does_not_stop_the_next_submission(tmp_path: Path) -> None:
     """Grade a crashing submission, then the solution, in one CLI run each: the second is unaffected."""
-    crash = variant(SOLUTION_01, tmp_path / "crash" / SOLUTION_01.name,
-                    {"    optimizer.zero_grad(set_to_none=True)": "    import os\n    os._exit(9)"})
+    crash = variant(
+        SOLUTION_01,
+        tmp_path / "crash" / SOLUTION_01.name,
+        {"    optimizer.zero_grad(set_to_none=True)": "    import os\n    os._exit(9)"},
+    )
     for path in (crash, SOLUTION_01):
         data = _cli(path, tmp_path / f"{path.parent.name}.json", "ex01.smoothed_ce.values,ex01.train_step.update")
         scores = {c["id"]: c["passed"] for c in data["checks"]}
@@ -142,12 +160,15 @@ def test_a_cheat_does_not_stop_the_next_submission(tmp_path: Path) -> None:
 def test_the_secret_seed_never_reaches_learner_code(tmp_path: Path) -> None:
     """The judge starts with GRADER_SECRET_SEED in its environment; learner code reads every environment it can
     reach (its own, its ancestors') and raises with what it found: the seed is not among it."""
-    leak = ("import os\n\nclass SmoothedCE:\n    def __init__(self, *a, **k):\n        seen = []\n"
-            "        for pid in ['self', os.getppid(), os.getpgid(0)] + [int(p) for p in os.listdir('/proc') "
-            "if p.isdigit()]:\n"
-            "            try:\n                seen.append(open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace'))\n"
-            "            except OSError:\n                pass\n"
-            "        raise RuntimeError(' '.join(seen) + ' ' + ' '.join(f'{k}={v}' for k, v in os.environ.items()))\n")
+    leak = (
+        "import os\n\nclass SmoothedCE:\n    def __init__(self, *a, **k):\n        seen = []\n"
+        "        for pid in ['self', os.getppid(), os.getpgid(0)] + [int(p) for p in os.listdir('/proc') "
+        "if p.isdigit()]:\n"
+        "            try:\n"
+        "                seen.append(open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace'))\n"
+        "            except OSError:\n                pass\n"
+        "        raise RuntimeError(' '.join(seen) + ' ' + ' '.join(f'{k}={v}' for k, v in os.environ.items()))\n"
+    )
     notebook = variant(EXERCISE_01, tmp_path / SOLUTION_01.name, {}, append=(leak,))
     data = _cli(notebook, tmp_path / "leak.json", "ex01.smoothed_ce.values", env={"GRADER_SECRET_SEED": "86420975"})
     text = json.dumps(data)
@@ -157,7 +178,7 @@ def test_the_secret_seed_never_reaches_learner_code(tmp_path: Path) -> None:
 
 def test_the_naive_loss_fails_the_speed_checks(tmp_path: Path) -> None:
     """The baseline submitted as the answer measures about 1x: the honest control for the speed attacks above."""
-    from adversarial import NAIVE_CELL
+    from tests.adversarial import NAIVE_CELL
 
     notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, NAIVE, append=(NAIVE_CELL,))
     grade = grade_notebook(notebook, "ex01", get_profile(), 5, check_ids=["ex01.smoothed_ce.speed"], progress=False)

@@ -10,8 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from coursekit import bench
-from coursekit.ladder import CLASS_WEIGHT, LADDER, NUM_CLASSES, build
+from coursekit import results
+from coursekit.lessons.cross_entropy import bench
+from coursekit.lessons.cross_entropy.material import CLASS_WEIGHT, LADDER, NUM_CLASSES, build
 from coursekit.profile import get_profile
 from coursekit.traffic import watch_traffic
 
@@ -32,8 +33,9 @@ def assert_matches_reference(loss_fn, seed: int) -> None:
     got.backward()
     want.backward()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg="loss value differs from F.cross_entropy")
-    torch.testing.assert_close(logits.grad, ref_logits.grad, rtol=1e-5, atol=1e-6,
-                               msg="gradient differs from F.cross_entropy's")
+    torch.testing.assert_close(
+        logits.grad, ref_logits.grad, rtol=1e-5, atol=1e-6, msg="gradient differs from F.cross_entropy's"
+    )
 
 
 @pytest.mark.parametrize("name", EAGER_RUNGS)
@@ -79,9 +81,9 @@ def test_rung3_shows_no_traffic() -> None:
 def test_bench_writes_required_keys(tmp_path) -> None:
     tiny = dataclasses.replace(get_profile("smoke", "cpu"), batch_size=8, image_size=8, steps=2, warmup=1)
     rows = bench.measure_ladder(tiny, ["0 naive", "3 arange"], progress=False)
-    json_path, md_path = bench.write_results(bench.results_doc(tiny, rows), tmp_path)
+    json_path, md_path = results.write_results(bench.results_doc(tiny, rows), tmp_path, bench.markdown_table)
 
-    assert json_path.name == f"lesson01-smoke-cpu-torch{bench.slug(torch.__version__)}.json"
+    assert json_path.name == f"lesson01-smoke-cpu-torch{results.slug(torch.__version__)}.json"
     doc = json.loads(json_path.read_text())
     assert {"device", "device_name", "torch", "profile", "created", "rungs"} <= doc.keys()
     assert doc["profile"]["name"] == "smoke"

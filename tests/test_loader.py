@@ -14,10 +14,12 @@ from grader.loader import NotebookError, load_cells, load_notebook
 
 
 def test_runs_definitions_and_skips_demo_cells() -> None:
-    loaded = load_cells([
-        "import math\nLIMIT = 3\ncounter = 0\ndef f():\n    return LIMIT\nprint('demo')\nraise SystemExit(1)",
-        "%time x = 1\nclass A:\n    pass\nfor i in range(10**12):\n    pass",
-    ])
+    loaded = load_cells(
+        [
+            "import math\nLIMIT = 3\ncounter = 0\ndef f():\n    return LIMIT\nprint('demo')\nraise SystemExit(1)",
+            "%time x = 1\nclass A:\n    pass\nfor i in range(10**12):\n    pass",
+        ]
+    )
     names = {k for k in loaded.namespace if not k.startswith("__")}
     assert names == {"math", "LIMIT", "f", "A"}
     assert loaded.problems == []
@@ -32,18 +34,25 @@ def test_one_broken_cell_costs_only_its_names() -> None:
 
 
 def test_missing_name_message_names_the_contract_and_the_load_problems() -> None:
-    failure = explain({"kind": "missing", "name": "SmoothedCE"}, contract("ex01", "SmoothedCE"),
-                      ["code cell 4 has a syntax error on line 2: invalid syntax"], "ex01.loss")
+    failure = explain(
+        {"kind": "missing", "name": "SmoothedCE"},
+        contract("ex01", "SmoothedCE"),
+        ["code cell 4 has a syntax error on line 2: invalid syntax"],
+        "ex01.loss",
+    )
     with pytest.raises(AssertionError, match=r"(?s)`SmoothedCE` is not defined.*class SmoothedCE.*code cell 4"):
         raise failure
 
 
-@pytest.mark.parametrize("content, reason", [
-    (None, "notebook not found"),
-    (b"{\"cells\": [", "not valid notebook JSON"),
-    (b"\xff\xfe\x00garbage", "not UTF-8"),
-    (b"[1, 2, 3]", "not a Jupyter notebook"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (None, "notebook not found"),
+        (b'{"cells": [', "not valid notebook JSON"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+        (b"[1, 2, 3]", "not a Jupyter notebook"),
+    ],
+)
 def test_unreadable_notebooks_raise_a_clear_error(tmp_path: Path, content: bytes | None, reason: str) -> None:
     path = tmp_path / "01_bad.ipynb"
     if content is not None:

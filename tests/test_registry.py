@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import nbformat
+import pytest
 
 from grader.context import load_thresholds
 from grader.interface import INTERFACE
 from grader.registry import load_all
-import pytest
-
-from submissions import EXERCISES
+from tests.submissions import EXERCISES
 
 
 def _test_cells(path):
@@ -27,7 +26,9 @@ def test_every_check_has_one_autograde_cell_with_its_points_and_visibility(exerc
         cid = meta["grade_id"].replace("-", ".")
         assert cid in checks, f"autograde cell {meta['grade_id']} runs no registered check"
         assert f'run_check("{cid}", globals())' in cell.source
-        assert meta["points"] == checks[cid].points, f"{cid}: cell says {meta['points']} points, registry {checks[cid].points}"
+        assert meta["points"] == checks[cid].points, (
+            f"{cid}: cell says {meta['points']} points, registry {checks[cid].points}"
+        )
         hidden = "### BEGIN HIDDEN TESTS" in cell.source
         assert hidden != checks[cid].public, f"{cid}: public={checks[cid].public} but hidden markers={hidden}"
         seen[cid] = cell
@@ -51,4 +52,5 @@ def test_every_speed_check_has_a_threshold_for_each_device_class() -> None:
                 if entry["reference"]:
                     assert entry["required"] - 1 <= 0.5 * (entry["reference"] - 1), (
                         f"{cid} on {device_class}: threshold {entry['required']} asks for more than half the "
-                        f"gain the reference solution measured ({entry['reference']})")
+                        f"gain the reference solution measured ({entry['reference']})"
+                    )

@@ -63,19 +63,28 @@ def in_sandbox(attempts: dict, abi: int | None = None) -> dict[str, str]:
 def test_learner_code_reads_and_writes_only_what_it_may(tmp_path: Path) -> None:
     outside = tmp_path / "victim.txt"
     outside.write_text("keep me")
-    results = in_sandbox({
-        "read hidden checks": lambda: (ROOT / "grader" / "exercises" / "ex01" / "hidden.py").read_text(),
-        "read the solutions": lambda: (ROOT / "solutions" / "01_cross_entropy_ladder.ipynb").read_text(),
-        "read thresholds": lambda: (ROOT / "grader" / "thresholds.toml").read_text(),
-        "list the repository": lambda: os.listdir(ROOT),
-        "overwrite a file outside": lambda: outside.write_text("gone"),
-        "delete a file outside": lambda: outside.unlink(),
-        "chmod the given code": lambda: os.chmod(ROOT / "coursekit" / "ex01.py", 0),
-        "read the given code": lambda: (ROOT / "coursekit" / "ex01.py").read_text(),
-        "read the probes": lambda: (ROOT / "grader" / "exercises" / "ex01" / "probes.py").read_text(),
-    })
-    for name in ("read hidden checks", "read the solutions", "read thresholds", "list the repository",
-                 "overwrite a file outside", "delete a file outside", "chmod the given code"):
+    results = in_sandbox(
+        {
+            "read hidden checks": lambda: (ROOT / "grader" / "exercises" / "ex01" / "hidden.py").read_text(),
+            "read the solutions": lambda: (ROOT / "solutions" / "01_cross_entropy_ladder.ipynb").read_text(),
+            "read thresholds": lambda: (ROOT / "grader" / "exercises" / "ex01" / "thresholds.toml").read_text(),
+            "list the repository": lambda: os.listdir(ROOT),
+            "overwrite a file outside": lambda: outside.write_text("gone"),
+            "delete a file outside": lambda: outside.unlink(),
+            "chmod the given code": lambda: os.chmod(ROOT / "coursekit" / "lessons" / "cross_entropy" / "givens.py", 0),
+            "read the given code": lambda: (ROOT / "coursekit" / "lessons" / "cross_entropy" / "givens.py").read_text(),
+            "read the probes": lambda: (ROOT / "grader" / "exercises" / "ex01" / "probes.py").read_text(),
+        }
+    )
+    for name in (
+        "read hidden checks",
+        "read the solutions",
+        "read thresholds",
+        "list the repository",
+        "overwrite a file outside",
+        "delete a file outside",
+        "chmod the given code",
+    ):
         assert results[name].startswith("blocked"), (name, results[name])
     assert results["read the given code"] == results["read the probes"] == results["write its scratch"] == "ALLOWED"
     assert outside.read_text() == "keep me"
@@ -84,16 +93,18 @@ def test_learner_code_reads_and_writes_only_what_it_may(tmp_path: Path) -> None:
 @needs_sandbox
 def test_learner_code_reaches_no_network_and_no_other_process() -> None:
     judge = os.getpid()
-    results = in_sandbox({
-        "tcp socket": lambda: socket.create_connection(("127.0.0.1", 9), timeout=1),
-        "unix socket": lambda: socket.socket(socket.AF_UNIX),
-        "signal the judge": lambda: os.kill(judge, signal.SIGCONT),
-        "read the judge's environment": lambda: Path(f"/proc/{judge}/environ").read_bytes(),
-        "renice the judge": lambda: os.setpriority(os.PRIO_PROCESS, judge, 19),
-        "pin the judge": lambda: os.sched_setaffinity(judge, {0}),
-        "raise its own priority": lambda: os.setpriority(os.PRIO_PROCESS, 0, -5),
-        "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
-    })
+    results = in_sandbox(
+        {
+            "tcp socket": lambda: socket.create_connection(("127.0.0.1", 9), timeout=1),
+            "unix socket": lambda: socket.socket(socket.AF_UNIX),
+            "signal the judge": lambda: os.kill(judge, signal.SIGCONT),
+            "read the judge's environment": lambda: Path(f"/proc/{judge}/environ").read_bytes(),
+            "renice the judge": lambda: os.setpriority(os.PRIO_PROCESS, judge, 19),
+            "pin the judge": lambda: os.sched_setaffinity(judge, {0}),
+            "raise its own priority": lambda: os.setpriority(os.PRIO_PROCESS, 0, -5),
+            "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
+        }
+    )
     for name, outcome in results.items():
         if name not in ("fork", "write its scratch"):
             assert outcome.startswith("blocked"), (name, outcome)
@@ -104,8 +115,10 @@ def test_learner_code_reaches_no_network_and_no_other_process() -> None:
 def test_without_landlock_signal_scoping_seccomp_allows_kill_only_to_itself() -> None:
     """On a kernel whose Landlock cannot scope signals (ABI < 6), seccomp stops a signal to another process."""
     judge = os.getpid()
-    results = in_sandbox({"signal the judge": lambda: os.kill(judge, signal.SIGCONT),
-                          "signal itself": lambda: os.kill(os.getpid(), 0)}, abi=5)
+    results = in_sandbox(
+        {"signal the judge": lambda: os.kill(judge, signal.SIGCONT), "signal itself": lambda: os.kill(os.getpid(), 0)},
+        abi=5,
+    )
     assert results["signal the judge"].startswith("blocked") and results["signal itself"] == "ALLOWED"
 
 
@@ -124,8 +137,11 @@ def test_a_machine_without_a_sandbox_says_so_and_batch_grading_refuses() -> None
 
 
 def test_messages_carry_json_and_tensors_and_nothing_else() -> None:
-    tensors = {"x": torch.arange(6.0).reshape(2, 3), "mask": torch.tensor([True, False]),
-               "half": torch.ones(2, dtype=torch.bfloat16)}
+    tensors = {
+        "x": torch.arange(6.0).reshape(2, 3),
+        "mask": torch.tensor([True, False]),
+        "half": torch.ones(2, dtype=torch.bfloat16),
+    }
     header, back = unpack(pack({"id": 3, "values": {"a": [1, 2.5, None, "s"]}}, tensors))
     assert header == {"id": 3, "values": {"a": [1, 2.5, None, "s"]}}
     for name, t in tensors.items():
@@ -138,14 +154,17 @@ def test_messages_carry_json_and_tensors_and_nothing_else() -> None:
     assert type(back["s"]) is torch.Tensor
 
 
-@pytest.mark.parametrize("data, why", [
-    (b"\x01", "shorter than its length prefix"),
-    (struct.pack("<IQ", 5, 0) + b"[1,2]", "not a JSON object"),
-    (struct.pack("<IQ", 3, 0) + b"{{{", "not JSON"),
-    (struct.pack("<IQ", 2, 4) + b"{}" + b"junk", "not valid safetensors"),
-    (struct.pack("<IQ", 2, 99) + b"{}", "does not match its size"),
-    (b"\x80\x04\x95" + b"pickle" * 4, "does not match its size"),  # a pickle is not a message
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (b"\x01", "shorter than its length prefix"),
+        (struct.pack("<IQ", 5, 0) + b"[1,2]", "not a JSON object"),
+        (struct.pack("<IQ", 3, 0) + b"{{{", "not JSON"),
+        (struct.pack("<IQ", 2, 4) + b"{}" + b"junk", "not valid safetensors"),
+        (struct.pack("<IQ", 2, 99) + b"{}", "does not match its size"),
+        (b"\x80\x04\x95" + b"pickle" * 4, "does not match its size"),  # a pickle is not a message
+    ],
+)
 def test_malformed_messages_are_protocol_errors(data: bytes, why: str) -> None:
     with pytest.raises(ProtocolError, match=why):
         unpack(data)
@@ -154,8 +173,13 @@ def test_malformed_messages_are_protocol_errors(data: bytes, why: str) -> None:
 def test_answers_are_checked_against_what_the_check_expects() -> None:
     answer = Answer("ex01.loss", {"n": 3, "flag": True, "xs": [1, "a"]}, {"loss": torch.zeros(())})
     assert answer.value("n", int) == 3 and answer.tensor("loss", shape=()).shape == ()
-    for bad in (lambda: answer.value("flag", int), lambda: answer.tensor("loss", shape=(2,)),
-                lambda: answer.tensor("missing"), lambda: answer.ints("xs"), lambda: answer.value("n", str)):
+    for bad in (
+        lambda: answer.value("flag", int),
+        lambda: answer.tensor("loss", shape=(2,)),
+        lambda: answer.tensor("missing"),
+        lambda: answer.ints("xs"),
+        lambda: answer.value("n", str),
+    ):
         with pytest.raises(ProtocolError):
             bad()
 

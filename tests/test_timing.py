@@ -48,8 +48,9 @@ def test_equal_functions_measure_a_ratio_near_one() -> None:
 
 def test_check_is_called_on_every_trial_outside_timing() -> None:
     seen = []
-    compare(_work, _work, _args, device="cpu", trials=3, min_sample_s=0.001,
-            check=lambda out, args: seen.append(float(out)))
+    compare(
+        _work, _work, _args, device="cpu", trials=3, min_sample_s=0.001, check=lambda out, args: seen.append(float(out))
+    )
     assert len(seen) == 3
 
 

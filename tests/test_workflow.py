@@ -20,10 +20,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from classroom_fixtures import EX02_POINTS, HANG_ON, SECRET_SEED, class_of_ex02, write_class
 from grader.context import calibration_name
 from grader.registry import load_all
-from submissions import ROOT
+from tests.classroom_fixtures import EX02_POINTS, HANG_ON, SECRET_SEED, class_of_ex02, write_class
+from tests.submissions import ROOT
 
 # timing: the workflow calibrates and grades speed checks, so it runs in `make test`'s serial pass
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
@@ -56,14 +56,34 @@ def flow(tmp_path_factory, profile) -> dict:
     """Run the whole workflow once. Steps that time nothing run beside others (releasing while calibrating,
     Ray grading untimed checks while feedback and export are written), to keep the test quick on two cores."""
     root = tmp_path_factory.mktemp("classroom")
-    env = {**os.environ, "GRADER_SECRET_SEED": str(SECRET_SEED), "GRADER_CHECK_TIMEOUT": str(CHECK_TIMEOUT),
-           "GRADER_CALIBRATION": str(root / "calibration"), "RAY_AUTH_MODE": "disabled",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "GRADER_SECRET_SEED": str(SECRET_SEED),
+        "GRADER_CHECK_TIMEOUT": str(CHECK_TIMEOUT),
+        "GRADER_CALIBRATION": str(root / "calibration"),
+        "RAY_AUTH_MODE": "disabled",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     py = [sys.executable]
     out = {"root": root, "env": env, "course": root / "course", "batch": root / "batch"}
     make = ["make", "--no-print-directory", f"COURSE={out['course']}"]
-    calibrating = _start(py + ["-m", "grader", "calibrate", "--runs", "2", "--only", "ex02.scorer.speed", "--out",
-                               str(root / "calibration"), "--no-progress"], env, root / "calibrate.log")
+    calibrating = _start(
+        py
+        + [
+            "-m",
+            "grader",
+            "calibrate",
+            "--runs",
+            "2",
+            "--only",
+            "ex02.scorer.speed",
+            "--out",
+            str(root / "calibration"),
+            "--no-progress",
+        ],
+        env,
+        root / "calibrate.log",
+    )
     out["release"] = _run(make + ["release"], env)
     LEARNERS.update(class_of_ex02(out["course"]))
     write_class(root / "submissions", LEARNERS)
@@ -71,13 +91,43 @@ def flow(tmp_path_factory, profile) -> dict:
     out["calibrate"] = _wait(calibrating)
     # timed checks run here: one grading run at a time, two submissions at once
     out["autograde"] = _run(make + ["autograde", "JOBS=2", "ASSIGNMENT=ex02"], env)
-    out["batch_run"] = _run(py + ["-m", "grader", "batch", str(out["course"] / "submitted"), "--out",
-                                  str(out["batch"]), "--workers", "2", "--no-progress"], env)
+    out["batch_run"] = _run(
+        py
+        + [
+            "-m",
+            "grader",
+            "batch",
+            str(out["course"] / "submitted"),
+            "--out",
+            str(out["batch"]),
+            "--workers",
+            "2",
+            "--no-progress",
+        ],
+        env,
+    )
     ray = None
     if importlib.util.find_spec("ray"):  # correctness and structure checks only: nothing timed, so it may overlap
-        ray = _start(py + ["-m", "grader", "batch", str(out["course"] / "submitted"), "--out", str(root / "ray"),
-                           "--engine", "ray", "--workers", "2", "--only", ",".join(RAY_CHECKS), "--no-progress"],
-                     env, root / "ray.log")
+        ray = _start(
+            py
+            + [
+                "-m",
+                "grader",
+                "batch",
+                str(out["course"] / "submitted"),
+                "--out",
+                str(root / "ray"),
+                "--engine",
+                "ray",
+                "--workers",
+                "2",
+                "--only",
+                ",".join(RAY_CHECKS),
+                "--no-progress",
+            ],
+            env,
+            root / "ray.log",
+        )
     _run(make + ["feedback"], env)
     _run(make + ["export"], env)
     out["ray"] = _wait(ray) if ray else None
@@ -91,9 +141,10 @@ def _gradebook(course: Path) -> dict[str, dict[str, float]]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "tcip") as gb:
         notebook = gb.find_notebook("02_graph_breaks", "ex02")
         for learner in LEARNERS:
-            scores[learner] = {cell.name.replace("-", "."): gb.find_grade(cell.name, notebook.name, "ex02",
-                                                                           learner).score
-                               for cell in notebook.grade_cells}
+            scores[learner] = {
+                cell.name.replace("-", "."): gb.find_grade(cell.name, notebook.name, "ex02", learner).score
+                for cell in notebook.grade_cells
+            }
     return scores
 
 
@@ -110,10 +161,17 @@ def _texts(folder: Path) -> dict[Path, str]:
 
 def _leak_probes() -> tuple[set[str], dict[str, set[str]]]:
     """Solution lines and hidden-check code lines that occur in no public file of the repository."""
-    public_files = [*(ROOT / "coursekit").glob("*.py"), *(ROOT / "notebooks").glob("*.ipynb"),
-                    *(ROOT / "exercises").glob("*.ipynb"), *(ROOT / "grader").glob("*.py"),
-                    *(p for name in ("contract", "probes", "public") for p in (ROOT / "grader" / "exercises").glob(
-                        f"ex*/{name}.py"))]
+    public_files = [
+        *(ROOT / "coursekit").glob("*.py"),
+        *(ROOT / "notebooks").glob("*.ipynb"),
+        *(ROOT / "exercises").glob("*.ipynb"),
+        *(ROOT / "grader").glob("*.py"),
+        *(
+            p
+            for name in ("contract", "probes", "public")
+            for p in (ROOT / "grader" / "exercises").glob(f"ex*/{name}.py")
+        ),
+    ]
     public = "\n".join(p.read_text() for p in public_files)
 
     def unseen(line: str) -> bool:
@@ -161,13 +219,28 @@ def test_release_has_nbgrader_folders_and_a_kit_without_solutions_or_hidden_chec
         zf.extractall(tmp_path)
     kit = tmp_path / "tcip-learner-kit"
     names = {str(p.relative_to(kit)) for p in kit.rglob("*") if p.is_file()}
-    assert {"grader/notebook.py", "grader/exercises/ex01/public.py", "grader/exercises/ex02/public.py",
-            "grader/exercises/ex02/probes.py", "grader/exercises/ex01/fixtures.safetensors", "grader/sandbox.py",
-            "exercises/02_graph_breaks.ipynb", "notebooks/01_cross_entropy_ladder.ipynb", "requirements.txt",
-            "Makefile", "README.md", "coursekit/ex02.py"} <= names
-    for forbidden in ("grader/exercises/ex01/hidden.py", "grader/exercises/ex01/reference.py",
-                      "grader/exercises/ex03/reference.py", "grader/thresholds.toml", "grader/batch.py",
-                      "grader/nbgrader_hooks.py"):
+    assert {
+        "grader/notebook.py",
+        "grader/exercises/ex01/public.py",
+        "grader/exercises/ex02/public.py",
+        "grader/exercises/ex02/probes.py",
+        "grader/exercises/ex01/fixtures.safetensors",
+        "grader/sandbox.py",
+        "exercises/02_graph_breaks.ipynb",
+        "notebooks/01_cross_entropy_ladder.ipynb",
+        "requirements.txt",
+        "Makefile",
+        "README.md",
+        "coursekit/lessons/graph_breaks/givens.py",
+    } <= names
+    for forbidden in (
+        "grader/exercises/ex01/hidden.py",
+        "grader/exercises/ex01/reference.py",
+        "grader/exercises/ex03/reference.py",
+        "grader/thresholds.toml",
+        "grader/batch.py",
+        "grader/nbgrader_hooks.py",
+    ):
         assert forbidden not in names
     assert not any(n.endswith(("/hidden.py", "/reference.py")) for n in names)
     assert not any(n.startswith(("solutions/", "tests/", "tools/", "grader/calibration")) for n in names)
@@ -195,7 +268,9 @@ def test_calibration_writes_a_file_for_this_device_that_grading_then_uses(flow, 
     path = flow["root"] / "calibration" / calibration_name(profile)
     data = tomllib.loads(path.read_text())
     entry = data["checks"]["ex02.scorer.speed"]
-    assert len(entry["runs"]) == 2 and entry["spread"] == pytest.approx(max(entry["runs"]) - min(entry["runs"]), abs=1e-3)
+    assert len(entry["runs"]) == 2 and entry["spread"] == pytest.approx(
+        max(entry["runs"]) - min(entry["runs"]), abs=1e-3
+    )
     assert entry["required"] == pytest.approx(round(1 + 0.25 * (entry["reference"] - 1), 2), abs=0.011)
     assert data["calibration"]["torch"] and data["calibration"]["profile"] == profile.name
     report = json.loads((flow["batch"] / "alice" / "ex02.json").read_text())
@@ -241,12 +316,16 @@ def test_feedback_shows_results_measured_vs_required_and_messages_without_hidden
 
 
 def test_export_writes_totals_and_one_row_per_check(flow) -> None:
-    totals = {r["student_id"]: float(r["score"]) for r in csv.DictReader((flow["course"] / "grades.csv").open())
-              if r["assignment"] == "ex02"}
+    totals = {
+        r["student_id"]: float(r["score"])
+        for r in csv.DictReader((flow["course"] / "grades.csv").open())
+        if r["assignment"] == "ex02"
+    }
     assert totals == {learner: float(sum(exp.values())) for learner, (_, exp, _) in LEARNERS.items()}
     rows = list(csv.DictReader((flow["course"] / "grades_by_check.csv").open()))
     assert {(r["student"], r["check"]): float(r["score"]) for r in rows if r["assignment"] == "ex02"} == {
-        (learner, cid): float(p) for learner, (_, exp, _) in LEARNERS.items() for cid, p in exp.items()}
+        (learner, cid): float(p) for learner, (_, exp, _) in LEARNERS.items() for cid, p in exp.items()
+    }
 
 
 def test_batch_grading_gives_the_autograde_scores_and_resumes(flow) -> None:
@@ -260,8 +339,20 @@ def test_batch_grading_gives_the_autograde_scores_and_resumes(flow) -> None:
     assert f"took longer than {CHECK_TIMEOUT} s" in aaron["checks"][0]["message"] and HANG_ON == 33
     rows = list(csv.DictReader((flow["batch"] / "summary.csv").open()))
     assert len(rows) == len(LEARNERS) * len(EX02_POINTS)
-    again = _run([sys.executable, "-m", "grader", "batch", str(flow["course"] / "submitted"), "--out",
-                  str(flow["batch"]), "--no-progress"], flow["env"], timeout=120)
+    again = _run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "batch",
+            str(flow["course"] / "submitted"),
+            "--out",
+            str(flow["batch"]),
+            "--no-progress",
+        ],
+        flow["env"],
+        timeout=120,
+    )
     assert f"{len(LEARNERS)} already graded, grading 0" in again.stdout, again.stdout
 
 

@@ -1,6 +1,6 @@
 """Measure batch-grading throughput (submissions per minute) on this machine.
 
-    python tools/batch_bench.py [--learners 10] [--workers 1 2]
+    python -m tools.batch_bench [--learners 10] [--workers 1 2]
 
 Generates a class (``--learners`` students, each submitting exercises 1 and 2: correct, partially
 correct, untouched and cells-deleted notebooks in turn; no hanging notebook, since a hang costs one
@@ -24,15 +24,17 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from grader.exercises.ex01.submissions import WRONG as WRONG_01
+from grader.exercises.ex02.submissions import WRONG as WRONG_02
+from tests.classroom_fixtures import filled
 
-from classroom_fixtures import filled  # noqa: E402
-from submissions import WRONG_01, WRONG_02  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 KINDS = ("correct", "partially correct", "untouched", "cells deleted")
-NOTEBOOKS = {"ex01": ("01_cross_entropy_ladder.ipynb", WRONG_01["wrong reduction (mean over rows)"][0]),
-             "ex02": ("02_graph_breaks.ipynb", WRONG_02["a fix that changes results (mean over all rows)"][0])}
+NOTEBOOKS = {
+    "ex01": ("01_cross_entropy_ladder.ipynb", WRONG_01["wrong reduction (mean over rows)"][0]),
+    "ex02": ("02_graph_breaks.ipynb", WRONG_02["a fix that changes results (mean over all rows)"][0]),
+}
 
 
 def make_class(folder: Path, learners: int) -> Counter:
@@ -72,35 +74,81 @@ def main(argv: list[str] | None = None) -> int:
         for workers in args.workers:
             out = Path(tmp) / f"out-{workers}"
             start = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), "--workers",
-                                   str(workers), "--force", "--no-progress"], cwd=ROOT, capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader",
+                    "batch",
+                    str(folder),
+                    "--out",
+                    str(out),
+                    "--workers",
+                    str(workers),
+                    "--force",
+                    "--no-progress",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
             wall = time.monotonic() - start
             if proc.returncode:
                 raise SystemExit(proc.stdout + proc.stderr)
             reports = [json.loads(p.read_text()) for p in out.glob("*/*.json")]
             per_sub = sorted(r["seconds"] for r in reports)
-            runs.append({"workers": workers, "submissions": len(reports), "wall_s": round(wall, 1),
-                         "submissions_per_min": round(60 * len(reports) / wall, 2),
-                         "median_submission_s": per_sub[len(per_sub) // 2], "max_submission_s": per_sub[-1]})
-            print(f"{workers} worker(s): {len(reports)} submissions in {wall:.0f} s = "
-                  f"{runs[-1]['submissions_per_min']:.1f} per minute", flush=True)
+            runs.append(
+                {
+                    "workers": workers,
+                    "submissions": len(reports),
+                    "wall_s": round(wall, 1),
+                    "submissions_per_min": round(60 * len(reports) / wall, 2),
+                    "median_submission_s": per_sub[len(per_sub) // 2],
+                    "max_submission_s": per_sub[-1],
+                }
+            )
+            print(
+                f"{workers} worker(s): {len(reports)} submissions in {wall:.0f} s = "
+                f"{runs[-1]['submissions_per_min']:.1f} per minute",
+                flush=True,
+            )
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    doc = {"device": profile.device_class, "device_name": device_model(profile), "profile": profile.name,
-           "torch": torch.__version__, "cpu_count": cores,
-           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "submissions": total,
-           "mix": dict(mix), "runs": runs,
-           "method": "python -m grader batch --force from scratch; wall time of the whole command (process start, "
-                     "discovery, grading, reports, CSVs); every check of each exercise, speed checks included"}
-    stem = ROOT / "bench" / "results" / f"batch-grading-{slug(device_model(profile))}-{profile.name}-torch{slug(torch.__version__)}"
+    doc = {
+        "device": profile.device_class,
+        "device_name": device_model(profile),
+        "profile": profile.name,
+        "torch": torch.__version__,
+        "cpu_count": cores,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "submissions": total,
+        "mix": dict(mix),
+        "runs": runs,
+        "method": "python -m grader batch --force from scratch; wall time of the whole command (process start, "
+        "discovery, grading, reports, CSVs); every check of each exercise, speed checks included",
+    }
+    stem = (
+        ROOT
+        / "bench"
+        / "results"
+        / f"batch-grading-{slug(device_model(profile))}-{profile.name}-torch{slug(torch.__version__)}"
+    )
     stem.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = [f"# Batch grading throughput ({device_model(profile)}, {cores} cores, {profile.name} profile, "
-          f"torch {torch.__version__})", "",
-          f"{total} submissions ({', '.join(f'{v} {k}' for k, v in sorted(mix.items()))}), every check including "
-          "the timed ones, graded from scratch by `python -m grader batch`.", "",
-          "| workers | wall | submissions/min | median per submission | slowest |", "|---|---|---|---|---|"]
-    md += [f"| {r['workers']} | {r['wall_s']:.0f} s | {r['submissions_per_min']:.1f} | {r['median_submission_s']:.1f} s | "
-           f"{r['max_submission_s']:.1f} s |" for r in runs]
+    md = [
+        f"# Batch grading throughput ({device_model(profile)}, {cores} cores, {profile.name} profile, "
+        f"torch {torch.__version__})",
+        "",
+        f"{total} submissions ({', '.join(f'{v} {k}' for k, v in sorted(mix.items()))}), every check including "
+        "the timed ones, graded from scratch by `python -m grader batch`.",
+        "",
+        "| workers | wall | submissions/min | median per submission | slowest |",
+        "|---|---|---|---|---|",
+    ]
+    md += [
+        f"| {r['workers']} | {r['wall_s']:.0f} s | {r['submissions_per_min']:.1f} | {r['median_submission_s']:.1f} s | "
+        f"{r['max_submission_s']:.1f} s |"
+        for r in runs
+    ]
     Path(f"{stem}.md").write_text("\n".join(md) + "\n")
     print(f"wrote {stem}.json and .md")
     return 0

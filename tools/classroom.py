@@ -1,10 +1,10 @@
 """The course as an nbgrader course directory: release, collect, autograde, feedback, export.
 
-    python tools/classroom.py release              # course/release/exNN/ + course/tcip-learner-kit.zip
-    python tools/classroom.py collect DIR          # DIR/<student>/**/NN_*.ipynb -> course/submitted/
-    python tools/classroom.py autograde [--jobs N] # hidden checks put back; grades into the gradebook
-    python tools/classroom.py feedback             # course/feedback/<student>/...: per-check HTML pages
-    python tools/classroom.py export               # course/grades.csv and course/grades_by_check.csv
+    python -m tools.classroom release              # course/release/exNN/ + course/tcip-learner-kit.zip
+    python -m tools.classroom collect DIR          # DIR/<student>/**/NN_*.ipynb -> course/submitted/
+    python -m tools.classroom autograde [--jobs N] # hidden checks put back; grades into the gradebook
+    python -m tools.classroom feedback             # course/feedback/<student>/...: per-check HTML pages
+    python -m tools.classroom export               # course/grades.csv and course/grades_by_check.csv
 
 ``--course PATH`` (default ``course/``, or ``$COURSE``) is an ordinary nbgrader course
 directory; ``course/nbgrader_config.py`` is written on first use and is yours to edit
@@ -40,11 +40,10 @@ from pathlib import Path
 
 import nbformat
 
+from tools.make_exercises import SOLUTIONS, generate_assignment, nbgrader_env
+
 TOOLS = Path(__file__).resolve().parent
 ROOT = TOOLS.parent
-sys.path[:0] = [str(ROOT), str(TOOLS)]
-
-from make_exercises import SOLUTIONS, generate_assignment, nbgrader_env  # noqa: E402
 
 KIT = "tcip-learner-kit"
 COURSE_ID = "tcip"
@@ -52,14 +51,37 @@ RESULT_MIME = "application/vnd.coursekit.check+json"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
 # Grader modules a learner needs to run the public checks in a notebook, `python -m grader` and
 # `python -m grader check` (workshop mode). Each exercise's public parts are added by discovery.
-PUBLIC_GRADER = ("__init__.py", "__main__.py", "conftest.py", "containment.py", "context.py", "interface.py",
-                 "judging.py", "learner.py", "loader.py", "machine_lock.py", "notebook.py", "preload.py", "probing.py",
-                 "protocol.py", "quiet.py", "registry.py", "report.py", "results.py", "runner.py", "sandbox.py",
-                 "scan.py", "test_submission.py", "worker.py", "workshop.py", "exercises/__init__.py")
+PUBLIC_GRADER = (
+    "__init__.py",
+    "__main__.py",
+    "conftest.py",
+    "containment.py",
+    "context.py",
+    "interface.py",
+    "judging.py",
+    "learner.py",
+    "loader.py",
+    "machine_lock.py",
+    "notebook.py",
+    "preload.py",
+    "probing.py",
+    "protocol.py",
+    "quiet.py",
+    "registry.py",
+    "report.py",
+    "results.py",
+    "runner.py",
+    "sandbox.py",
+    "scan.py",
+    "test_submission.py",
+    "worker.py",
+    "workshop.py",
+    "exercises/__init__.py",
+)
 PUBLIC_EXERCISE_PARTS = ("__init__.py", "contract.py", "probes.py", "public.py", "fixtures.safetensors")
-INSTRUCTOR_ONLY = ("hidden.py", "reference.py")
+INSTRUCTOR_ONLY = ("hidden.py", "reference.py", "submissions.py", "thresholds.toml")
 
-CONFIG = '''\
+CONFIG = """\
 # The nbgrader configuration of this course directory, written by tools/classroom.py on first use.
 # Edit freely: it is not rewritten while it exists.
 import os
@@ -86,7 +108,7 @@ c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKern
 # into its cell, which SaveAutoGrades then records. Each check stops after GRADER_CHECK_TIMEOUT seconds.
 c.Autograde.autograde_preprocessors = [IsolatedGrade, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
-'''
+"""
 
 KIT_README = """\
 # torch.compile in practice: learner kit
@@ -132,10 +154,11 @@ check:  ## check one exercise quickly (EX=01) and show a progress table of all o
 grade:  ## run every public check on exercises/
 \t$(BIN)/python -m grader exercises --report reports/exercises.json
 
+LOAD_ARTIFACTS := import sys, torch; torch.compiler.load_cache_artifacts(open(sys.argv[1], 'rb').read())
 load-cache:  ## unpack the compile cache your instructor shipped (cache/*.tar.gz) into .cache/inductor
 \tmkdir -p $(TORCHINDUCTOR_CACHE_DIR)
 \tfor f in cache/*.tar.gz; do [ -f "$$f" ] && tar -xzf "$$f" -C $(TORCHINDUCTOR_CACHE_DIR); done; true
-\tfor f in cache/*.bin; do [ -f "$$f" ] && $(BIN)/python -c "import sys, torch; torch.compiler.load_cache_artifacts(open(sys.argv[1], 'rb').read())" "$$f"; done; true
+\tfor f in cache/*.bin; do [ -f "$$f" ] && $(BIN)/python -c "$(LOAD_ARTIFACTS)" "$$f"; done; true
 """
 
 KIT_PYPROJECT = """\
@@ -186,8 +209,10 @@ def nbgrader(course: Path, *args: str, quiet: bool = False, env: dict | None = N
     cmd = [sys.executable, "-m", "nbgrader", *args]
     proc = subprocess.run(cmd, cwd=course, env={**nbgrader_env(), **(env or {})}, text=True, capture_output=quiet)
     if proc.returncode:
-        raise SystemExit(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode})"
-                         + (f":\n{proc.stdout}{proc.stderr}" if quiet else ""))
+        raise SystemExit(
+            f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode})"
+            + (f":\n{proc.stdout}{proc.stderr}" if quiet else "")
+        )
     return proc
 
 
@@ -214,8 +239,9 @@ def kit_files() -> tuple[dict[str, Path], list[str]]:
 
     files: dict[str, Path] = {}
     warnings: list[str] = []
-    for path in sorted((ROOT / "coursekit").glob("*.py")):
-        files[f"coursekit/{path.name}"] = path
+    for path in sorted((ROOT / "coursekit").rglob("*")):
+        if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+            files[path.relative_to(ROOT).as_posix()] = path
     grader = ROOT / "grader"
     for name in PUBLIC_GRADER:
         if (grader / name).is_file():
@@ -226,8 +252,10 @@ def kit_files() -> tuple[dict[str, Path], list[str]]:
             if (folder / name).is_file():
                 files[f"grader/exercises/{exercise}/{name}"] = folder / name
         if not (folder / "public.py").is_file():
-            warnings.append(f"{exercise}: no public.py, so none of its checks ship and its public check cells will "
-                            "say so in the kit")
+            warnings.append(
+                f"{exercise}: no public.py, so none of its checks ship and its public check cells will "
+                "say so in the kit"
+            )
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         files[f"notebooks/{path.name}"] = path
     return files, warnings
@@ -247,8 +275,11 @@ def _closed_imports(stage: Path) -> list[str]:
             if module.split(".")[0] in ("grader", "coursekit") and module not in ("grader", "coursekit"):
                 rel = module.replace(".", "/")
                 if not ((stage / f"{rel}.py").is_file() or (stage / rel / "__init__.py").is_file()):
-                    if not (module.startswith("grader.") and module.removeprefix("grader.") in
-                            ("batch", "calibrate", "restore", "nbgrader_hooks", "speed")):  # instructor-only, lazily
+                    if not (
+                        module.startswith("grader.")
+                        and module.removeprefix("grader.")
+                        in ("batch", "calibrate", "restore", "nbgrader_hooks", "speed")
+                    ):  # instructor-only, lazily
                         missing.append(f"{path.relative_to(stage)} imports {module}, which does not ship")
     return missing
 
@@ -329,8 +360,9 @@ def verify_kit(stage: Path) -> list[str]:
         rel = path.relative_to(stage)
         problems += [f"{rel}: contains solution code `{s}`" for s in sorted(leaks) if _contains(text, s)]
         for cid, lines in hidden.items():
-            problems += [f"{rel}: contains code of hidden check {cid}: `{s}`" for s in sorted(lines)
-                         if _contains(text, s)]
+            problems += [
+                f"{rel}: contains code of hidden check {cid}: `{s}`" for s in sorted(lines) if _contains(text, s)
+            ]
     return problems + forbidden_definitions(stage)[0] + _closed_imports(stage)
 
 
@@ -479,9 +511,12 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         if jobs <= 1:
             nbgrader(course, "autograde", assignment, *extra, env=env)
             continue
+
+        def grade_one(student: str, assignment: str = assignment, extra: list[str] = extra) -> None:
+            nbgrader(course, "autograde", assignment, f"--student={student}", *extra, env=env)
+
         with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(lambda s: nbgrader(course, "autograde", assignment, f"--student={s}", *extra, env=env),
-                          students))
+            list(pool.map(grade_one, students))
 
 
 def check_records(notebook: Path) -> tuple[dict[str, dict], list[str]]:
@@ -495,14 +530,32 @@ def check_records(notebook: Path) -> tuple[dict[str, dict], list[str]]:
         if cell.cell_type != "code" or not meta.get("grade"):
             continue
         cid = meta["grade_id"].replace("-", ".")
-        record = next((o["data"][RESULT_MIME] for o in cell.get("outputs", [])
-                       if o.get("output_type") == "display_data" and RESULT_MIME in o.get("data", {})), None)
+        record = next(
+            (
+                o["data"][RESULT_MIME]
+                for o in cell.get("outputs", [])
+                if o.get("output_type") == "display_data" and RESULT_MIME in o.get("data", {})
+            ),
+            None,
+        )
         if record is None:
             error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
-            why = (f"the cell stopped before the check ran: {error['ename']}: {error['evalue']}" if error
-                   else "the check did not run")
-            record = {"id": cid, "passed": False, "points": 0, "max_points": meta.get("points", 0),
-                      "measured": None, "required": None, "message": why, "kind": "", "title": ""}
+            why = (
+                f"the cell stopped before the check ran: {error['ename']}: {error['evalue']}"
+                if error
+                else "the check did not run"
+            )
+            record = {
+                "id": cid,
+                "passed": False,
+                "points": 0,
+                "max_points": meta.get("points", 0),
+                "measured": None,
+                "required": None,
+                "message": why,
+                "kind": "",
+                "title": "",
+            }
         records[cid] = record
     return records, read_notes(nb)
 
@@ -530,12 +583,21 @@ def graded_scores(course: Path) -> list[dict]:
                         except MissingEntry:
                             continue
                         record = records.get(cell.name.replace("-", "."), {})
-                        rows.append({"student": student.id, "assignment": assignment.name,
-                                     "check": cell.name.replace("-", "."), "score": grade.score,
-                                     "max_score": grade.max_score, "passed": record.get("passed"),
-                                     "measured": record.get("measured"), "required": record.get("required"),
-                                     "thresholds": record.get("thresholds"), "message": record.get("message", ""),
-                                     "notes": "; ".join(notes)})
+                        rows.append(
+                            {
+                                "student": student.id,
+                                "assignment": assignment.name,
+                                "check": cell.name.replace("-", "."),
+                                "score": grade.score,
+                                "max_score": grade.max_score,
+                                "passed": record.get("passed"),
+                                "measured": record.get("measured"),
+                                "required": record.get("required"),
+                                "thresholds": record.get("thresholds"),
+                                "message": record.get("message", ""),
+                                "notes": "; ".join(notes),
+                            }
+                        )
     return rows
 
 
@@ -554,32 +616,58 @@ td,th{{border:1px solid #ccc;padding:.3em .6em;vertical-align:top;text-align:lef
 """
 
 
-def feedback_page(student: str, assignment: str, records: dict[str, dict], scores: dict[str, float],
-                  notes: list[str], notebook_html: str | None) -> str:
+def feedback_page(
+    student: str,
+    assignment: str,
+    records: dict[str, dict],
+    scores: dict[str, float],
+    notes: list[str],
+    notebook_html: str | None,
+) -> str:
     """One learner's results for one exercise: each check, measured vs required, and what to fix."""
     total = sum(scores.values())
     possible = sum(float(r.get("max_points", 0)) for r in records.values())
-    parts = [f"<h1>{html.escape(assignment)}: {total:g} / {possible:g} points</h1>",
-             f"<p>Student <b>{html.escape(student)}</b>. Each row is one check; the message says what to fix.</p>"]
+    parts = [
+        f"<h1>{html.escape(assignment)}: {total:g} / {possible:g} points</h1>",
+        f"<p>Student <b>{html.escape(student)}</b>. Each row is one check; the message says what to fix.</p>",
+    ]
     if notes:
-        parts.append('<div class="notes"><b>Notes from the grader</b><ul>'
-                     + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul></div>")
+        parts.append(
+            '<div class="notes"><b>Notes from the grader</b><ul>'
+            + "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+            + "</ul></div>"
+        )
     rows = []
     for cid, r in records.items():
         kind = r.get("kind", "")
         ok = bool(r.get("passed"))
         points = scores.get(cid, r.get("points", 0))
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
-            f"<code>{html.escape(cid)}</code><br><small>{html.escape(r.get('title') or '')}</small>",
-            html.escape(kind), f"{points:g} / {float(r.get('max_points', 0)):g}",
-            '<span class="pass">pass</span>' if ok else '<span class="fail">FAIL</span>',
-            _fmt(r.get("measured"), kind), _fmt(r.get("required"), kind),
-            html.escape(r.get("thresholds") or ""), html.escape(r.get("message") or "").replace("\n", "<br>"))) + "</tr>")
-    parts.append("<table><tr><th>check</th><th>kind</th><th>points</th><th>result</th><th>measured</th>"
-                 "<th>required</th><th>thresholds</th><th>message</th></tr>" + "".join(rows) + "</table>")
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{c}</td>"
+                for c in (
+                    f"<code>{html.escape(cid)}</code><br><small>{html.escape(r.get('title') or '')}</small>",
+                    html.escape(kind),
+                    f"{points:g} / {float(r.get('max_points', 0)):g}",
+                    '<span class="pass">pass</span>' if ok else '<span class="fail">FAIL</span>',
+                    _fmt(r.get("measured"), kind),
+                    _fmt(r.get("required"), kind),
+                    html.escape(r.get("thresholds") or ""),
+                    html.escape(r.get("message") or "").replace("\n", "<br>"),
+                )
+            )
+            + "</tr>"
+        )
+    parts.append(
+        "<table><tr><th>check</th><th>kind</th><th>points</th><th>result</th><th>measured</th>"
+        "<th>required</th><th>thresholds</th><th>message</th></tr>" + "".join(rows) + "</table>"
+    )
     if notebook_html:
-        parts.append(f'<p>Your graded notebook, with every cell\'s output: <a href="{html.escape(notebook_html)}">'
-                     f"{html.escape(notebook_html)}</a></p>")
+        parts.append(
+            f'<p>Your graded notebook, with every cell\'s output: <a href="{html.escape(notebook_html)}">'
+            f"{html.escape(notebook_html)}</a></p>"
+        )
     return PAGE.format(title=html.escape(f"{assignment} feedback for {student}"), body="\n".join(parts))
 
 
@@ -601,17 +689,23 @@ def feedback(course: Path) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         nb_html = path.with_suffix(".html").name if (out_dir / path.with_suffix(".html").name).is_file() else None
         page = out_dir / "checks.html"
-        page.write_text(feedback_page(student, assignment, records, scores.get((student, assignment), {}),
-                                      notes, nb_html))
+        page.write_text(
+            feedback_page(student, assignment, records, scores.get((student, assignment), {}), notes, nb_html)
+        )
         written.append(page)
         total = sum(scores.get((student, assignment), {}).values())
         possible = sum(float(r.get("max_points", 0)) for r in records.values())
-        index.setdefault(student, []).append(f'<li><a href="{assignment}/checks.html">{assignment}</a>: '
-                                             f"{total:g} / {possible:g}</li>")
+        index.setdefault(student, []).append(
+            f'<li><a href="{assignment}/checks.html">{assignment}</a>: {total:g} / {possible:g}</li>'
+        )
     for student, items in index.items():
         page = course / "feedback" / student / "index.html"
-        page.write_text(PAGE.format(title=f"Feedback for {html.escape(student)}",
-                                    body=f"<h1>Feedback for {html.escape(student)}</h1><ul>{''.join(items)}</ul>"))
+        page.write_text(
+            PAGE.format(
+                title=f"Feedback for {html.escape(student)}",
+                body=f"<h1>Feedback for {html.escape(student)}</h1><ul>{''.join(items)}</ul>",
+            )
+        )
         written.append(page)
     print(f"wrote {len(written)} feedback page(s) under {course / 'feedback'}")
     return written
@@ -623,8 +717,19 @@ def export(course: Path) -> tuple[Path, Path]:
     nbgrader(course, "export", f"--CsvExportPlugin.to={grades}")
     by_check = course / "grades_by_check.csv"
     rows = graded_scores(course)
-    fields = ["student", "assignment", "check", "score", "max_score", "passed", "measured", "required",
-              "thresholds", "message", "notes"]
+    fields = [
+        "student",
+        "assignment",
+        "check",
+        "score",
+        "max_score",
+        "passed",
+        "measured",
+        "required",
+        "thresholds",
+        "message",
+        "notes",
+    ]
     with by_check.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
@@ -638,16 +743,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course", help="the nbgrader course folder (default: course/ or $COURSE)")
     sub = parser.add_subparsers(dest="command", required=True)
     rel = sub.add_parser("release", help="nbgrader release folder + learner kit zip")
-    rel.add_argument("--with-cache", nargs="*", default=[], type=Path,
-                     help="compile caches from `make warm-cache` to ship in the kit's cache/")
+    rel.add_argument(
+        "--with-cache",
+        nargs="*",
+        default=[],
+        type=Path,
+        help="compile caches from `make warm-cache` to ship in the kit's cache/",
+    )
     col = sub.add_parser("collect", help="copy DIR/<student>/**/NN_*.ipynb into submitted/")
     col.add_argument("source", type=Path)
     auto = sub.add_parser("autograde", help="nbgrader autograde with the hidden checks")
     auto.add_argument("--assignment", nargs="*", help="exNN ids (default: all released)")
     auto.add_argument("--jobs", type=int, default=1, help="students graded at once (default 1)")
     auto.add_argument("--force", action="store_true", help="regrade submissions graded before")
-    auto.add_argument("--unsandboxed", action="store_true", help="grade without the sandbox on a machine that has "
-                      "none (learner code then runs with your rights; every feedback page says so)")
+    auto.add_argument(
+        "--unsandboxed",
+        action="store_true",
+        help="grade without the sandbox on a machine that has "
+        "none (learner code then runs with your rights; every feedback page says so)",
+    )
     sub.add_parser("feedback", help="per-student HTML feedback")
     sub.add_parser("export", help="grades.csv and grades_by_check.csv")
     args = parser.parse_args(argv)

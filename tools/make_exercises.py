@@ -1,7 +1,7 @@
 """Generate ``exercises/`` from ``solutions/`` with nbgrader, or check that they agree.
 
-    python tools/make_exercises.py          # regenerate exercises/
-    python tools/make_exercises.py --check  # exit 1 if exercises/ drifted from solutions/
+    python -m tools.make_exercises          # regenerate exercises/
+    python -m tools.make_exercises --check  # exit 1 if exercises/ drifted from solutions/
 
 nbgrader's ``generate_assignment`` strips the ``### BEGIN SOLUTION`` regions
 (leaving ``raise NotImplementedError()``) and the ``### BEGIN HIDDEN TESTS``
@@ -51,8 +51,18 @@ def generate_assignment(course: Path, solution: Path, db_url: str | None = None)
     header = course / f"header-{assignment}.ipynb"
     _header(header, solution.name)
     db_url = db_url or f"sqlite:///{course / 'gradebook.db'}"
-    cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force", "--quiet",
-           f"--CourseDirectory.root={course}", f"--db={db_url}", f"--IncludeHeaderFooter.header={header}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbgrader",
+        "generate_assignment",
+        assignment,
+        "--force",
+        "--quiet",
+        f"--CourseDirectory.root={course}",
+        f"--db={db_url}",
+        f"--IncludeHeaderFooter.header={header}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=course, env=nbgrader_env())
     if proc.returncode:
         raise SystemExit(f"nbgrader generate_assignment failed for {solution.name}:\n{proc.stdout}{proc.stderr}")
@@ -88,12 +98,18 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         fresh = generate(Path(tmp))
-        stale = [p.name for p in fresh if not (EXERCISES / p.name).is_file()
-                 or not filecmp.cmp(p, EXERCISES / p.name, shallow=False)]
+        stale = [
+            p.name
+            for p in fresh
+            if not (EXERCISES / p.name).is_file() or not filecmp.cmp(p, EXERCISES / p.name, shallow=False)
+        ]
         extra = sorted({p.name for p in EXERCISES.glob("*.ipynb")} - {p.name for p in fresh})
     if stale or extra:
-        print(f"exercises/ is out of date with solutions/ (stale: {stale}, without a solution: {extra}); "
-              "run `make exercises` and commit the result", file=sys.stderr)
+        print(
+            f"exercises/ is out of date with solutions/ (stale: {stale}, without a solution: {extra}); "
+            "run `make exercises` and commit the result",
+            file=sys.stderr,
+        )
         return 1
     print("exercises/ matches solutions/")
     return 0

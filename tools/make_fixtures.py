@@ -4,8 +4,8 @@ Public checks ship in the learner kit and compare with these stored values, so t
 implementation. An exercise takes part when its ``public.py`` defines ``fixture_inputs()`` and its
 ``reference.py`` defines ``fixture_expected(inputs)``.
 
-    python tools/make_fixtures.py           # write grader/exercises/exNN/fixtures.safetensors
-    python tools/make_fixtures.py --check   # exit 1 if a stored fixture differs from a fresh computation
+    python -m tools.make_fixtures           # write grader/exercises/exNN/fixtures.safetensors
+    python -m tools.make_fixtures --check   # exit 1 if a stored fixture differs from a fresh computation
 """
 
 from __future__ import annotations
@@ -41,13 +41,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             stored = safetensors.torch.load_file(str(path)) if path.is_file() else {}
             same = stored.keys() == fresh.keys() and all(
-                stored[k].dtype == fresh[k].dtype and torch.allclose(stored[k].double(), fresh[k].double(),
-                                                                     rtol=1e-12, atol=1e-12) for k in fresh)
+                stored[k].dtype == fresh[k].dtype
+                and torch.allclose(stored[k].double(), fresh[k].double(), rtol=1e-12, atol=1e-12)
+                for k in fresh
+            )
             if not same:
                 stale.append(str(path))
             continue
-        safetensors.torch.save_file(fresh, str(path), metadata={"generated_by": "tools/make_fixtures.py",
-                                                                "torch": torch.__version__})
+        safetensors.torch.save_file(
+            fresh, str(path), metadata={"generated_by": "tools/make_fixtures.py", "torch": torch.__version__}
+        )
         print(f"wrote {path} ({len(fresh)} tensors)")
     if stale:
         print("stale fixtures (run `make fixtures`): " + ", ".join(stale), file=sys.stderr)

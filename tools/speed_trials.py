@@ -1,6 +1,6 @@
 """How reliably the speed checks separate the reference solutions from the baselines, graded as a class would be.
 
-    python tools/speed_trials.py [--runs 5] [--workers 2]
+    python -m tools.speed_trials [--runs 5] [--workers 2]
 
 Builds two "students" in a temporary class folder: ``reference`` (every solution as it is) and ``baseline``
 (every solution with its timed part replaced by the naive code the grader times against: the naive loss,
@@ -27,29 +27,20 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
-# exercise notebook -> edits that turn the reference solution into the baseline it is timed against
-BASELINE_EDITS: dict[str, dict[str, str]] = {
-    "01_cross_entropy_ladder.ipynb": {
-        "class SmoothedCE(nn.Module):": "class _Unused(nn.Module):",
-        "    return torch.compile(loss, backend=backend, fullgraph=True)": "    return loss",
-        "@@append": "class SmoothedCE(NaiveSmoothedCE):\n    pass\n",
-    },
-    "02_graph_breaks.ipynb": {
-        "class FixedScorer(BrokenScorer):": "class _Unused(BrokenScorer):",
-        "@@append": "class FixedScorer(BrokenScorer):\n    pass\n",
-    },
-    "03_distillation.ipynb": {
-        "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)": "    compiled = distiller",
-    },
-    "04_dynamic_shapes.ipynb": {
-        "    for bucket in BUCKETS:\n        if n <= bucket:\n            return bucket\n": "    return n\n",
-        "        h = self.embed(tokens)\n        h = h + F.gelu": "        self.calls += 1\n"
-        "        h = self.embed(tokens) * min(1.0, self.calls)\n        h = h + F.gelu",
-    },
-    "06_compile_time.ipynb": {
-        "    for block in model.blocks:\n        block.compile(backend=backend)\n": "    model.compile(backend=backend)\n",
-    },
-}
+
+def baseline_edits() -> dict[str, dict[str, str]]:
+    """``{solution notebook name: edits}`` for every exercise whose ``submissions.py`` has a ``BASELINE``."""
+    from grader.exercises import exercise_ids, part
+
+    found = {}
+    for exercise in exercise_ids():
+        module = part(exercise, "submissions")
+        if module is not None and hasattr(module, "BASELINE"):
+            found[part(exercise, "contract").NOTEBOOK] = module.BASELINE
+    return found
+
+
+BASELINE_EDITS = baseline_edits()
 
 
 def baseline_notebook(name: str) -> nbformat.NotebookNode:
@@ -91,36 +82,75 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             out = Path(tmp) / f"run{run}"
             start = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out),
-                                   "--workers", str(args.workers), "--only", ",".join(speed), "--no-progress"],
-                                  cwd=ROOT, capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader",
+                    "batch",
+                    str(folder),
+                    "--out",
+                    str(out),
+                    "--workers",
+                    str(args.workers),
+                    "--only",
+                    ",".join(speed),
+                    "--no-progress",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
             if proc.returncode:
                 raise SystemExit(f"grader batch failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
             for student in ("reference", "baseline"):
                 for report in sorted((out / student).glob("*.json")):
                     for c in json.loads(report.read_text())["checks"]:
-                        runs.append({"run": run + 1, "student": student, "check": c["id"], "passed": c["passed"],
-                                     "measured": c["measured"], "required": c["required"], "message": c["message"]})
+                        runs.append(
+                            {
+                                "run": run + 1,
+                                "student": student,
+                                "check": c["id"],
+                                "passed": c["passed"],
+                                "measured": c["measured"],
+                                "required": c["required"],
+                                "message": c["message"],
+                            }
+                        )
             print(f"run {run + 1}/{args.runs}: {time.monotonic() - start:.0f} s", flush=True)
     stem = f"speed-trials-{slug(device_model(profile))}-{profile.name}-torch{slug(torch.__version__)}"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    meta = {"device": device_model(profile), "profile": profile.name, "torch": torch.__version__, "runs": args.runs,
-            "workers": args.workers, "cores": os.cpu_count(),
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    meta = {
+        "device": device_model(profile),
+        "profile": profile.name,
+        "torch": torch.__version__,
+        "runs": args.runs,
+        "workers": args.workers,
+        "cores": os.cpu_count(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
     (RESULTS / f"{stem}.json").write_text(json.dumps({**meta, "results": runs}, indent=2) + "\n")
-    lines = [f"# Speed checks, reference vs baseline, graded as a class ({args.runs} batch runs, "
-             f"--workers {args.workers})", "",
-             f"{meta['device']}, {os.cpu_count()} cores, profile `{profile.name}`, torch {torch.__version__}, "
-             f"{meta['created']}. Written by `tools/speed_trials.py`.", "",
-             "| check | required | reference: passed, measured | baseline: passed, measured |", "|---|---|---|---|"]
+    lines = [
+        f"# Speed checks, reference vs baseline, graded as a class ({args.runs} batch runs, --workers {args.workers})",
+        "",
+        f"{meta['device']}, {os.cpu_count()} cores, profile `{profile.name}`, torch {torch.__version__}, "
+        f"{meta['created']}. Written by `tools/speed_trials.py`.",
+        "",
+        "| check | required | reference: passed, measured | baseline: passed, measured |",
+        "|---|---|---|---|",
+    ]
     for cid in speed:
         rows = {s: [r for r in runs if r["check"] == cid and r["student"] == s] for s in ("reference", "baseline")}
         if not rows["reference"]:
             continue
-        shown = {s: f"{sum(r['passed'] for r in rs)}/{len(rs)}, " + " ".join(
-            f"{r['measured']:.2f}" if r["measured"] is not None else "-" for r in rs) for s, rs in rows.items()}
-        lines.append(f"| `{cid}` | {rows['reference'][0]['required']:.2f}x | {shown['reference']} | "
-                     f"{shown['baseline']} |")
+        shown = {
+            s: f"{sum(r['passed'] for r in rs)}/{len(rs)}, "
+            + " ".join(f"{r['measured']:.2f}" if r["measured"] is not None else "-" for r in rs)
+            for s, rs in rows.items()
+        }
+        lines.append(
+            f"| `{cid}` | {rows['reference'][0]['required']:.2f}x | {shown['reference']} | {shown['baseline']} |"
+        )
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

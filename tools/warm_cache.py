@@ -1,8 +1,8 @@
 """Pre-compile the course's graphs into a compile cache that can be shipped to a workshop's machines.
 
-    python tools/warm_cache.py                  # warm .cache/inductor, pack it, measure cold vs warm
-    python tools/warm_cache.py --no-measure     # warm and pack only
-    python tools/warm_cache.py --load FILE      # an attendee: put a shipped cache (.tar.gz or .bin) in place
+    python -m tools.warm_cache                  # warm .cache/inductor, pack it, measure cold vs warm
+    python -m tools.warm_cache --no-measure     # warm and pack only
+    python -m tools.warm_cache --load FILE      # an attendee: put a shipped cache (.tar.gz or .bin) in place
 
 Warming compiles, in one process with the repository's cache (``TORCHINDUCTOR_CACHE_DIR``,
 ``.cache/inductor``): the lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's
@@ -40,18 +40,42 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 CACHE = ROOT / ".cache" / "inductor"
 OUT = ROOT / ".cache" / "warm"
 RESULTS = ROOT / "bench" / "results"
-# Representative first calls, each compiling and running one graph forward and backward.
-ITEMS = {
-    "lesson01-rung8": "lesson 1: compiled hand-written cross-entropy (rung 8), loss forward+backward",
-    "lesson02-fixed-step": "lesson 2: compiled FixedNet training step",
+# Representative first calls, each compiling and running one graph forward and backward: every lesson's
+# ``warm.py`` names its own (``ITEMS``, and ``MEASURED`` for those timed cold vs warm), and the grader adds two.
+GRADER_ITEMS = {
     "grader-ex01-solution": "grader, exercise 1: the reference SmoothedCE compiled, forward+backward",
     "grader-ex02-baseline": "grader, exercise 2: the compiled BrokenScorer baseline, forward+backward",
 }
+
+
+def lesson_items() -> dict[str, tuple[str, object]]:
+    """``{item: (description, fn(profile))}`` from every lesson that has a ``warm.py``."""
+    from coursekit.lessons import lessons
+
+    found: dict[str, tuple[str, object]] = {}
+    for lesson in lessons():
+        if (Path(lesson.module("__init__").__file__).parent / "warm.py").is_file():
+            found.update(lesson.module("warm").ITEMS)
+    return found
+
+
+def measured_items() -> list[str]:
+    """The items timed cold vs warm: each lesson's ``MEASURED``, then the grader's."""
+    from coursekit.lessons import lessons
+
+    names: list[str] = []
+    for lesson in lessons():
+        if (Path(lesson.module("__init__").__file__).parent / "warm.py").is_file():
+            names += list(lesson.module("warm").MEASURED)
+    return names + list(GRADER_ITEMS)
+
+
+def describe(item: str) -> str:
+    return GRADER_ITEMS.get(item) or lesson_items()[item][0]
 
 
 def _first_call(item: str) -> float:
@@ -62,32 +86,23 @@ def _first_call(item: str) -> float:
 
     profile = get_profile()
     start = time.perf_counter()
-    if item == "lesson01-rung8":
-        from coursekit.bench import first_calls
-        from coursekit.ladder import build
-
-        return first_calls(profile, build("8 compiled rung 3", profile.device), calls=1)
-    if item == "lesson02-fixed-step":
-        from coursekit.bench02 import FIXED, training_step
-        from coursekit.data import fake_cifar_batch
-        from coursekit.graph_breaks import build
-
-        step = training_step(torch.compile(build(FIXED, profile)))
-        step(*fake_cifar_batch(profile, 0))
-    elif item == "grader-ex01-solution":
-        from coursekit.ex01 import sample_inputs
+    if item == "grader-ex01-solution":
+        from coursekit.lessons.cross_entropy.givens import sample_inputs
+        from grader.interface import NOTEBOOKS
         from grader.loader import load_notebook
 
-        ns = load_notebook(ROOT / "solutions" / "01_cross_entropy_ladder.ipynb").namespace
+        ns = load_notebook(ROOT / "solutions" / NOTEBOOKS["ex01"]).namespace
         logits, target, weights = sample_inputs(profile.loss_batch, profile.loss_classes, 0, device=profile.device)
         start = time.perf_counter()
         ns["compile_loss"](ns["SmoothedCE"](weights).to(profile.device))(logits, target).backward()
     elif item == "grader-ex02-baseline":
-        from coursekit.ex02 import BrokenScorer, sample_rows
+        from coursekit.lessons.graph_breaks.givens import BrokenScorer, sample_rows
 
         torch.manual_seed(0)
         model = torch.compile(BrokenScorer().to(profile.device))
         model(sample_rows(profile.batch_size, 32, 0, device=profile.device)).square().sum().backward()
+    elif item in (items := lesson_items()):
+        items[item][1](profile)
     else:
         raise SystemExit(f"unknown item {item}")
     if profile.device_class == "cuda":
@@ -121,28 +136,11 @@ def warm() -> tuple[bytes | None, list[str]]:
     profile = get_profile()
     apply_threads(profile)
     done = []
-    for item in ("lesson01-rung8", "lesson02-fixed-step"):
-        print(f"  {ITEMS[item]}: {_first_call(item):.1f} s", flush=True)
-        done.append(ITEMS[item])
-    from coursekit.bench import first_calls
-    from coursekit.ladder import build
-
-    first_calls(profile, build("7 compiled built-in", profile.device), calls=2)
-    done.append("lesson 1: compiled built-in cross-entropy (rung 7)")
-    from coursekit.bench02 import BROKEN, training_step
-    from coursekit.data import fake_cifar_batch
-    from coursekit.graph_breaks import build as build_net
-
-    torch.compiler.reset()
-    training_step(torch.compile(build_net(BROKEN, profile)))(*fake_cifar_batch(profile, 0))
-    done.append("lesson 2: compiled BrokenNet training step")
-    from coursekit.distill import build as build_distill
-    from coursekit.distill import image_batch
-
-    for amp in (False, True):
-        torch.compiler.reset()
-        build_distill("one graph", profile, amp=amp).step(*image_batch(profile, 0))
-    done.append("lesson 3: one-graph distillation step, fp32 and bf16")
+    for what, fn in lesson_items().values():
+        start = time.perf_counter()
+        fn(profile)
+        print(f"  {what}: {time.perf_counter() - start:.1f} s", flush=True)
+        done.append(what)
     from grader.runner import grade_notebook
 
     for exercise, name in NOTEBOOKS.items():
@@ -152,10 +150,15 @@ def warm() -> tuple[bytes | None, list[str]]:
         start = time.perf_counter()
         grade = grade_notebook(solution, exercise, profile, 12345, progress=False)  # also seeds learner workers
         failed = [r.id for r in grade.results if not r.passed]
-        print(f"  grader, {exercise}: {len(grade.results)} checks on the reference solution in "
-              f"{time.perf_counter() - start:.1f} s" + (f" (failed: {failed})" if failed else ""), flush=True)
-        done.append(f"grader: every check of {exercise} on its reference solution (the judge's graphs here, the "
-                    f"worker's kernels in .cache/grader-seed/{exercise})")
+        print(
+            f"  grader, {exercise}: {len(grade.results)} checks on the reference solution in "
+            f"{time.perf_counter() - start:.1f} s" + (f" (failed: {failed})" if failed else ""),
+            flush=True,
+        )
+        done.append(
+            f"grader: every check of {exercise} on its reference solution (the judge's graphs here, the "
+            f"worker's kernels in .cache/grader-seed/{exercise})"
+        )
     artifacts = torch.compiler.save_cache_artifacts()
     return (artifacts[0] if artifacts else None), done
 
@@ -188,15 +191,24 @@ def load(path: Path, cache: Path) -> None:
             tar.extractall(cache, filter="data")
     else:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-        subprocess.run([sys.executable, "-c", "import sys, torch; torch.compiler.load_cache_artifacts("
-                        "open(sys.argv[1], 'rb').read())", str(path)], env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys, torch; torch.compiler.load_cache_artifacts(open(sys.argv[1], 'rb').read())",
+                str(path),
+            ],
+            env=env,
+            check=True,
+        )
     print(f"loaded {path} into {cache}")
 
 
 def _child(items: list[str], cache: Path, load_bin: Path | None) -> dict:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    cmd = [sys.executable, __file__, "--first-calls", ",".join(items)] + (["--load-bin", str(load_bin)] if load_bin
-                                                                           else [])
+    cmd = [sys.executable, __file__, "--first-calls", ",".join(items)] + (
+        ["--load-bin", str(load_bin)] if load_bin else []
+    )
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode:
@@ -231,27 +243,44 @@ def write_results(summary: dict, items: list[str], sizes: dict, warmed: list[str
     from grader.context import device_model, slug
 
     profile = get_profile()
-    doc = {"device": profile.device_class, "device_name": device_model(profile), "profile": profile.name,
-           "torch": torch.__version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "host": {"cpu_count": os.cpu_count()}, "repeats": repeats, "items": {i: ITEMS[i] for i in items},
-           "first_call_s": summary, "artifact_bytes": sizes, "warmed": warmed,
-           "method": "each condition is a fresh process (torch imported before timing); seconds from "
-                     "torch.compile to the end of the first forward+backward; medians over `repeats`"}
+    doc = {
+        "device": profile.device_class,
+        "device_name": device_model(profile),
+        "profile": profile.name,
+        "torch": torch.__version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": {"cpu_count": os.cpu_count()},
+        "repeats": repeats,
+        "items": {i: describe(i) for i in items},
+        "first_call_s": summary,
+        "artifact_bytes": sizes,
+        "warmed": warmed,
+        "method": "each condition is a fresh process (torch imported before timing); seconds from "
+        "torch.compile to the end of the first forward+backward; medians over `repeats`",
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / f"warm-cache-{slug(device_model(profile))}-{profile.name}-torch{slug(torch.__version__)}"
     Path(f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
     conditions = list(summary)
-    md = [f"# Compile cache: cold vs warm first calls ({device_model(profile)}, {profile.name}, "
-          f"torch {torch.__version__})", "",
-          "Seconds from `torch.compile` to the end of the first forward+backward, median of "
-          f"{repeats}. Each condition is one fresh process (torch already imported) that runs the first calls in "
-          "this order, so the first row also pays `torch.compile`'s one-time start-up. `cold`: an empty "
-          "`TORCHINDUCTOR_CACHE_DIR`; `mega-cache`: an empty one after `torch.compiler.load_cache_artifacts` of "
-          "the shipped `.bin`; `inductor-folder`: the shipped `.tar.gz` of `.cache/inductor` unpacked into it.", "",
-          "| first call | " + " | ".join(conditions) + " |", "|---|" + "---|" * len(conditions)]
+    md = [
+        f"# Compile cache: cold vs warm first calls ({device_model(profile)}, {profile.name}, "
+        f"torch {torch.__version__})",
+        "",
+        "Seconds from `torch.compile` to the end of the first forward+backward, median of "
+        f"{repeats}. Each condition is one fresh process (torch already imported) that runs the first calls in "
+        "this order, so the first row also pays `torch.compile`'s one-time start-up. `cold`: an empty "
+        "`TORCHINDUCTOR_CACHE_DIR`; `mega-cache`: an empty one after `torch.compiler.load_cache_artifacts` of "
+        "the shipped `.bin`; `inductor-folder`: the shipped `.tar.gz` of `.cache/inductor` unpacked into it.",
+        "",
+        "| first call | " + " | ".join(conditions) + " |",
+        "|---|" + "---|" * len(conditions),
+    ]
     for item in [*items, "total"]:
-        md.append(f"| {ITEMS.get(item, '**total**')} | " + " | ".join(f"{summary[c][item]:.1f}" for c in conditions)
-                  + " |")
+        md.append(
+            f"| {describe(item) if item != 'total' else '**total**'} | "
+            + " | ".join(f"{summary[c][item]:.1f}" for c in conditions)
+            + " |"
+        )
     md += ["", "Shipped files: " + ", ".join(f"`{k}` {v / 1024**2:.1f} MiB" for k, v in sizes.items())]
     Path(f"{stem}.md").write_text("\n".join(md) + "\n")
     return [Path(f"{stem}.json"), Path(f"{stem}.md")]
@@ -261,7 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load", type=Path, help="put a shipped cache (.tar.gz or mega-cache .bin) in place")
     parser.add_argument("--no-measure", action="store_true", help="warm and pack only")
-    parser.add_argument("--items", default=",".join(ITEMS), help="first calls to measure (comma-separated)")
+    parser.add_argument(
+        "--items",
+        default=None,
+        help="first calls to measure (comma-separated; default: each lesson's MEASURED and the grader's)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="measurements per condition (default 1)")
     parser.add_argument("--first-calls", help=argparse.SUPPRESS)
     parser.add_argument("--load-bin", help=argparse.SUPPRESS)
@@ -287,10 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"warmed in {time.perf_counter() - start:.0f} s; ship {', '.join(str(p) for p in (tarball, mega) if p)}")
     if args.no_measure:
         return 0
-    items = args.items.split(",")
+    items = args.items.split(",") if args.items else measured_items()
     summary = measure(items, tarball, mega, args.repeats)
     for condition, values in summary.items():
-        print(f"  {condition:16s} " + "  ".join(f"{i} {values[i]:.1f} s" for i in items) + f"  total {values['total']:.1f} s")
+        print(
+            f"  {condition:16s} "
+            + "  ".join(f"{i} {values[i]:.1f} s" for i in items)
+            + f"  total {values['total']:.1f} s"
+        )
     for path in write_results(summary, items, sizes, warmed, args.repeats):
         print(f"wrote {path}")
     return 0

@@ -10,7 +10,7 @@ import torch
 from grader.exercises.ex00.probes import COUNT_HINT, FUNCTIONS
 from grader.exercises.ex00.public import captured, counts
 from grader.exercises.ex00.reference import compiles_so_far
-from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.registry import Measured, Shortfall, check
 
 
 @check("ex00.capture.branches", kind="correctness", points=1, needs=("capture_graph",))
@@ -22,8 +22,14 @@ def capture_branches(learner, ctx) -> None:
     rng = random.Random(ctx.secret_seed)
     for rows, present, absent in ((rng.randint(5, 9), "tanh", "sigmoid"), (rng.randint(2, 4), "sigmoid", "tanh")):
         x = torch.randn(rows, rng.randint(2, 6), generator=torch.Generator().manual_seed(ctx.secret_seed + rows))
-        captured(learner, "branchy", (x,), {present}, absent,
-                 f"a function with `if x.shape[0] > 4:` on {rows} rows (the branch Python took: {present})")
+        captured(
+            learner,
+            "branchy",
+            (x,),
+            {present},
+            absent,
+            f"a function with `if x.shape[0] > 4:` on {rows} rows (the branch Python took: {present})",
+        )
 
 
 def _shape_lists(seed: int) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
@@ -46,27 +52,28 @@ def recompiles_unseen(learner, ctx) -> Measured:
     got = counts(learner, [("wide", shapes, dynamic) for dynamic, shapes in cases])  # all of yours, back to back
     want = [compiles_so_far(FUNCTIONS["wide"], shapes, dynamic) for dynamic, shapes in cases]
     if got[0] == want[0] and got[-1] != want[-1]:
-        raise Shortfall(f"the same count asked again (shapes {one_d}, dynamic=False) gave {got[-1]}, the first time "
-                        f"{got[0]} (right). Something carried over between calls: compiled versions stay attached "
-                        "to the function's code object, and all of them count towards "
-                        "torch._dynamo.config.recompile_limit (8), after which Dynamo silently runs the function "
-                        "eagerly. Call torch.compiler.reset() before counting.", measured=got[-1][-1],
-                        required=want[-1][-1])
+        raise Shortfall(
+            f"the same count asked again (shapes {one_d}, dynamic=False) gave {got[-1]}, the first time "
+            f"{got[0]} (right). Something carried over between calls: compiled versions stay attached "
+            "to the function's code object, and all of them count towards "
+            "torch._dynamo.config.recompile_limit (8), after which Dynamo silently runs the function "
+            "eagerly. Call torch.compiler.reset() before counting.",
+            measured=got[-1][-1],
+            required=want[-1][-1],
+        )
     for (dynamic, shapes), g, w in zip(cases, got, want):
         if g == w:
             continue
-        hint = {False: "one graph per distinct shape",
-                None: "the default: static shapes first, then after a size changes one more compile with that "
-                      "dimension symbolic (automatic dynamic), and sizes 0 and 1 still get graphs of their own",
-                True: "symbolic sizes from the first call, except sizes 0 and 1, which Dynamo specialises"}[dynamic]
-        raise Shortfall(f"shapes {shapes} with dynamic={dynamic}: your compiles so far are {g}, the grader counts "
-                        f"{w} ({hint}). {COUNT_HINT}", measured=g[-1], required=w[-1])
+        hint = {
+            False: "one graph per distinct shape",
+            None: "the default: static shapes first, then after a size changes one more compile with that "
+            "dimension symbolic (automatic dynamic), and sizes 0 and 1 still get graphs of their own",
+            True: "symbolic sizes from the first call, except sizes 0 and 1, which Dynamo specialises",
+        }[dynamic]
+        raise Shortfall(
+            f"shapes {shapes} with dynamic={dynamic}: your compiles so far are {g}, the grader counts "
+            f"{w} ({hint}). {COUNT_HINT}",
+            measured=g[-1],
+            required=w[-1],
+        )
     return Measured(want[1][-1], want[1][-1], f"{len(cases)} counts agree, e.g. dynamic=None on {one_d}: {want[1]}")
-
-
-# Report rows follow the notebook: public checks first, as the tasks come.
-ORDER = ("ex00.capture.graph", "ex00.capture.branches", "ex00.recompiles.count", "ex00.recompiles.unseen",
-         "ex00.inductor.code")
-
-
-in_report_order(ORDER)

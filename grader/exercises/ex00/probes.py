@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.ex00 import graph_calls
+from coursekit.lessons.orientation.givens import graph_calls
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe
 
-CAPTURE_HINT = ("Compile fn with a backend of your own, `def backend(gm, example_inputs)`, that keeps the "
-                "torch.fx.GraphModule Dynamo hands it and returns gm.forward; call the compiled function once on "
-                "args, then return the graph.")
-COUNT_HINT = ("Start from a clean slate (torch.compiler.reset()), compile fn with a counting backend "
-              "(torch._dynamo.testing.CompileCounter()) and dynamic=dynamic, call it on torch.randn(shape) for each "
-              "shape, and record counter.frame_count after each call.")
+CAPTURE_HINT = (
+    "Compile fn with a backend of your own, `def backend(gm, example_inputs)`, that keeps the "
+    "torch.fx.GraphModule Dynamo hands it and returns gm.forward; call the compiled function once on "
+    "args, then return the graph."
+)
+COUNT_HINT = (
+    "Start from a clean slate (torch.compiler.reset()), compile fn with a counting backend "
+    "(torch._dynamo.testing.CompileCounter()) and dynamic=dynamic, call it on torch.randn(shape) for each "
+    "shape, and record counter.frame_count after each call."
+)
 
 
 def gate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -76,10 +80,15 @@ def _counts(call: Call, fn_name: str, shapes: list[list[int]], dynamic: bool | N
     shapes = [tuple(s) for s in shapes]
     count_compiles = call.get("count_compiles")
     got = learner_call(lambda: count_compiles(FUNCTIONS[fn_name], shapes, dynamic=dynamic), (), "count_compiles")
-    if not isinstance(got, (list, tuple)) or len(got) != len(shapes) or not all(
-            isinstance(n, int) and not isinstance(n, bool) for n in got):
-        raise Failure(f"count_compiles must return a list of {len(shapes)} ints (graphs compiled so far after each "
-                      f"call), got {got!r:.200}. {COUNT_HINT}")
+    if (
+        not isinstance(got, (list, tuple))
+        or len(got) != len(shapes)
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in got)
+    ):
+        raise Failure(
+            f"count_compiles must return a list of {len(shapes)} ints (graphs compiled so far after each "
+            f"call), got {got!r:.200}. {COUNT_HINT}"
+        )
     return [int(n) for n in got]
 
 
@@ -95,6 +104,8 @@ def generated_code(call: Call) -> Reply:
     args = (call.input("arg0"), call.input("arg1"))
     code = learner_call(call.get("inductor_code"), (sin_cos, *args), "inductor_code")
     if not isinstance(code, str):
-        raise Failure(f"inductor_code must return the generated code as one str, got {type(code).__name__} "
-                      "(run_and_get_code gives a list of str: join them)")
+        raise Failure(
+            f"inductor_code must return the generated code as one str, got {type(code).__name__} "
+            "(run_and_get_code gives a list of str: join them)"
+        )
     return Reply({"code": code[:200_000]})

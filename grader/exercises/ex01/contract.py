@@ -1,26 +1,35 @@
 """Exercise 1: the notebook and the names the grader reads from it (ships in the learner kit)."""
 
+from coursekit.lessons import lesson
 from grader.exercises import Name
 
-NOTEBOOK = "01_cross_entropy_ladder.ipynb"
+NOTEBOOK = lesson("ex01").exercise  # the lesson's manifest (coursekit/lessons/*/lesson.toml) names it
 NAMES = (
-    Name('SmoothedCE',
-         'class SmoothedCE(nn.Module): __init__(class_weights: Sequence[float], smoothing: float = 0.1, '
-         'ignore_index: int = -100); forward(logits [N, C], target [N] int64) -> scalar tensor. Hand-written; '
-         'the grader calls .to(device) on it.'),
-    Name('builtin_smoothed_ce',
-         'def builtin_smoothed_ce(class_weights, smoothing=0.1, ignore_index=-100) -> nn.Module: the same loss'
-         " from PyTorch's built-in module."),
-    Name('compile_loss',
-         "def compile_loss(loss: nn.Module, backend='inductor') -> Callable: the loss compiled as one graph "
-         'with torch.compile(..., backend=backend).'),
-    Name('train_step',
-         'def train_step(model, loss_fn, optimizer, images, labels) -> Tensor: one optimisation step returning'
-         ' the loss as a detached tensor, without reading it on the host.'),
+    Name(
+        "SmoothedCE",
+        "class SmoothedCE(nn.Module): __init__(class_weights: Sequence[float], smoothing: float = 0.1, "
+        "ignore_index: int = -100); forward(logits [N, C], target [N] int64) -> scalar tensor. Hand-written; "
+        "the grader calls .to(device) on it.",
+    ),
+    Name(
+        "builtin_smoothed_ce",
+        "def builtin_smoothed_ce(class_weights, smoothing=0.1, ignore_index=-100) -> nn.Module: the same loss"
+        " from PyTorch's built-in module.",
+    ),
+    Name(
+        "compile_loss",
+        "def compile_loss(loss: nn.Module, backend='inductor') -> Callable: the loss compiled as one graph "
+        "with torch.compile(..., backend=backend).",
+    ),
+    Name(
+        "train_step",
+        "def train_step(model, loss_fn, optimizer, images, labels) -> Tensor: one optimisation step returning"
+        " the loss as a detached tensor, without reading it on the host.",
+    ),
 )
 
 # Interface names that lesson code defines on purpose (the release scan reports them instead of refusing).
 SHOWN_IN_LESSONS = {
     "train_step": "coursekit/training.py: lesson 1 measures this step; exercise 1's task 4 asks for the same "
-                  "step, so it can be pasted (the exercise redesign replaces task 4)",
+    "step, so it can be pasted (the exercise redesign replaces task 4)",
 }

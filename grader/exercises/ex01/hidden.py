@@ -7,13 +7,12 @@ import random
 import torch
 from torch import nn
 
-from coursekit.ex01 import IGNORE_INDEX, NaiveSmoothedCE, sample_inputs
+from coursekit.lessons.cross_entropy.givens import IGNORE_INDEX, NaiveSmoothedCE, sample_inputs
 from coursekit.models import ToyConvNet
-from grader.exercises.ex01.public import (PUBLIC_CASES, VALUE_HINT, Case, Expected, expect_values, loss_args,
-                                          stored)
+from grader.exercises.ex01.public import PUBLIC_CASES, VALUE_HINT, Case, Expected, expect_values, loss_args, stored
 from grader.exercises.ex01.reference import sgd_step, smoothed_ce
 from grader.judging import assert_close, assert_consistent
-from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.registry import Measured, Shortfall, check
 from grader.speed import compare
 
 TRAFFIC_HINT = (
@@ -37,8 +36,14 @@ def hidden_cases(ctx) -> list[Case]:
     rng = random.Random(ctx.secret_seed)
     p = ctx.profile
     return [
-        Case("secret seed", rng.randint(2, 300), rng.randint(2, 64), seed=ctx.secret_seed,
-             smoothing=rng.choice([0.0, 0.05, 0.1, 0.2]), ignore_index=rng.choice([IGNORE_INDEX, 0])),
+        Case(
+            "secret seed",
+            rng.randint(2, 300),
+            rng.randint(2, 64),
+            seed=ctx.secret_seed,
+            smoothing=rng.choice([0.0, 0.05, 0.1, 0.2]),
+            ignore_index=rng.choice([IGNORE_INDEX, 0]),
+        ),
         Case("large logits", 128, 10, seed=5, scale=60.0),
         Case("float64", 100, 20, seed=6, smoothing=0.2, dtype=torch.float64),
         Case("profile size", p.loss_batch, p.loss_classes, seed=4),
@@ -67,8 +72,11 @@ def smoothed_ce_no_host_traffic(learner, ctx) -> Measured:
     assert_consistent(seen.tensor("loss"), own.tensor("loss"), "SmoothedCE's loss while its traffic was watched")
     events = sum(seen.counts("syncs").values()) + sum(seen.counts("host_tensors").values())
     if events:
-        raise Shortfall(f"SmoothedCE moves data between host and device on every call: {seen.text('summary')}. "
-                        + TRAFFIC_HINT, measured=events, required=0)
+        raise Shortfall(
+            f"SmoothedCE moves data between host and device on every call: {seen.text('summary')}. " + TRAFFIC_HINT,
+            measured=events,
+            required=0,
+        )
     return Measured(0, 0, "no syncs, no host-built tensors")
 
 
@@ -93,15 +101,33 @@ def _speed(learner, ctx, check_id: str, label: str, compiled: bool) -> Measured:
         assert_close(out, want, torch.float32, f"{label} during timing", VALUE_HINT)
 
     required = ctx.required_speedup(check_id)
-    result = compare(learner, "loss", baseline, make_args, grads=(True, False), device=ctx.device, trials=p.trials,
-                     warmup=max(2, p.warmup), min_sample_s=p.min_sample_s, threads=p.threads,
-                     rng=random.Random(ctx.secret_seed + 1), verify=verify, required=required)
-    detail = (f"{result.speedup:.1f}x the grader's naive loss (median of {result.trials} interleaved trials, "
-              f"95% CI {result.low:.1f}-{result.high:.1f})")
+    result = compare(
+        learner,
+        "loss",
+        baseline,
+        make_args,
+        grads=(True, False),
+        device=ctx.device,
+        trials=p.trials,
+        warmup=max(2, p.warmup),
+        min_sample_s=p.min_sample_s,
+        threads=p.threads,
+        rng=random.Random(ctx.secret_seed + 1),
+        verify=verify,
+        required=required,
+    )
+    detail = (
+        f"{result.speedup:.1f}x the grader's naive loss (median of {result.trials} interleaved trials, "
+        f"95% CI {result.low:.1f}-{result.high:.1f})"
+    )
     if result.speedup < required:
-        raise Shortfall(f"{label} is too slow: {detail}. Profile one call with coursekit.traffic.watch_traffic "
-                        "and torch.profiler: per-call tensor building, syncs and per-class Python loops are the "
-                        "usual costs.", measured=result.speedup, required=required)
+        raise Shortfall(
+            f"{label} is too slow: {detail}. Profile one call with coursekit.traffic.watch_traffic "
+            "and torch.profiler: per-call tensor building, syncs and per-class Python loops are the "
+            "usual costs.",
+            measured=result.speedup,
+            required=required,
+        )
     return Measured(result.speedup, required, detail)
 
 
@@ -129,24 +155,39 @@ def compiled_single_graph(learner, ctx) -> Measured:
     seen = learner.ask("ex01.graphs", loss_args("SmoothedCE", exp, grads=True), inputs)
     losses = seen.tensor("losses", shape=(3,))
     for i in range(3):
-        own = learner.ask("ex01.loss", {**loss_args("SmoothedCE", exp, grads=False, compiled=True), "reset": i == 0},
-                          {"logits": inputs[f"logits{i}"], "target": inputs[f"target{i}"]})
-        assert_consistent(losses[i], own.tensor("loss"), f"the compiled SmoothedCE's loss on batch {i}", rtol=1e-4,
-                          atol=1e-6)
+        own = learner.ask(
+            "ex01.loss",
+            {**loss_args("SmoothedCE", exp, grads=False, compiled=True), "reset": i == 0},
+            {"logits": inputs[f"logits{i}"], "target": inputs[f"target{i}"]},
+        )
+        assert_consistent(
+            losses[i], own.tensor("loss"), f"the compiled SmoothedCE's loss on batch {i}", rtol=1e-4, atol=1e-6
+        )
     graphs, breaks = seen.value("graph_count", int), seen.value("break_count", int)
     if breaks or graphs != 1:
         reasons = "; ".join(seen.strings("reasons"))
-        raise Shortfall(f"SmoothedCE compiles to {graphs} graph(s) with {breaks} break(s): "
-                        f"{reasons or 'see TORCH_LOGS=graph_breaks'}. A host read (assert, .item(), .tolist()) or "
-                        "Python data inside forward usually causes this.", measured=graphs, required=1)
+        raise Shortfall(
+            f"SmoothedCE compiles to {graphs} graph(s) with {breaks} break(s): "
+            f"{reasons or 'see TORCH_LOGS=graph_breaks'}. A host read (assert, .item(), .tolist()) or "
+            "Python data inside forward usually causes this.",
+            measured=graphs,
+            required=1,
+        )
     frames = seen.value("frames", int)
     if frames == 0:
-        raise Shortfall("compile_loss did not compile anything: return torch.compile(loss, backend=backend, "
-                        "fullgraph=True)", measured=0, required=1)
+        raise Shortfall(
+            "compile_loss did not compile anything: return torch.compile(loss, backend=backend, fullgraph=True)",
+            measured=0,
+            required=1,
+        )
     if frames != 1:
-        raise Shortfall(f"three batches of the same shape compiled {frames} times; expected once. Something in "
-                        "forward changes between calls (a Python number attribute? a new tensor built each call?). "
-                        "TORCH_LOGS=recompiles says why.", measured=frames, required=1)
+        raise Shortfall(
+            f"three batches of the same shape compiled {frames} times; expected once. Something in "
+            "forward changes between calls (a Python number attribute? a new tensor built each call?). "
+            "TORCH_LOGS=recompiles says why.",
+            measured=frames,
+            required=1,
+        )
     return Measured(1, 1, "one graph, compiled once")
 
 
@@ -186,9 +227,13 @@ def train_step_update(learner, ctx) -> None:
         want = sgd_step(model, nn.CrossEntropyLoss(), optimizer, images.to(ctx.device), labels.to(ctx.device))
         assert_close(losses[step], want, torch.float32, f"loss returned by train_step at step {step}")
     for name, p in model.named_parameters():
-        assert_close(got.tensor(f"param.{name}", shape=tuple(p.shape)), p, torch.float32,
-                     f"parameter {name} after {len(batches)} steps",
-                     "Each step must zero the gradients, run forward and backward once, then optimizer.step().")
+        assert_close(
+            got.tensor(f"param.{name}", shape=tuple(p.shape)),
+            p,
+            torch.float32,
+            f"parameter {name} after {len(batches)} steps",
+            "Each step must zero the gradients, run forward and backward once, then optimizer.step().",
+        )
 
 
 @check("ex01.train_step.no_sync", kind="structure", points=2, needs=("train_step",))
@@ -200,15 +245,10 @@ def train_step_no_sync(learner, ctx) -> Measured:
     assert_consistent(seen.tensor("loss"), own.tensor("losses", shape=(2,))[1], "the loss of train_step's second step")
     syncs = sum(seen.counts("syncs").values())
     if syncs:
-        raise Shortfall(f"train_step synchronises with the device: {seen.text('summary')}. Keep the loss as a tensor; "
-                        "log it every N steps, outside the step.", measured=syncs, required=0)
+        raise Shortfall(
+            f"train_step synchronises with the device: {seen.text('summary')}. Keep the loss as a tensor; "
+            "log it every N steps, outside the step.",
+            measured=syncs,
+            required=0,
+        )
     return Measured(0, 0, "no syncs in the step")
-
-
-# Report rows follow the notebook, public and hidden checks interleaved as the tasks come.
-ORDER = ("ex01.smoothed_ce.values", "ex01.smoothed_ce.gradients", "ex01.smoothed_ce.no_host_traffic",
-         "ex01.smoothed_ce.speed", "ex01.builtin.values", "ex01.compiled.values", "ex01.compiled.single_graph",
-         "ex01.compiled.speed", "ex01.train_step.update", "ex01.train_step.no_sync")
-
-
-in_report_order(ORDER)

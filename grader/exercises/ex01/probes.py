@@ -29,15 +29,17 @@ def build_loss(call: Call) -> Callable:
     return module
 
 
-def loss_and_grad(fn: Callable, logits: torch.Tensor, target: torch.Tensor, what: str,
-                  grads: bool) -> dict[str, torch.Tensor]:
+def loss_and_grad(
+    fn: Callable, logits: torch.Tensor, target: torch.Tensor, what: str, grads: bool
+) -> dict[str, torch.Tensor]:
     loss = fn(logits, target)
     out = {"loss": plain(loss, f"{what}'s result")}
     if grads:
         loss.backward()
         if logits.grad is None:
-            raise Failure(f"{what}: no gradient reached the logits (is the result detached, or built with "
-                          ".item()/torch.tensor?)")
+            raise Failure(
+                f"{what}: no gradient reached the logits (is the result detached, or built with .item()/torch.tensor?)"
+            )
         out["grad"] = plain(logits.grad, f"{what}'s gradient")
     return out
 
@@ -48,8 +50,7 @@ def loss(call: Call) -> Reply:
     fn = build_loss(call)
     logits = call.input("logits", grad=bool(call.arg("grads")))
     what = call.arg("label", call.arg("factory"))
-    return Reply(tensors=learner_call(loss_and_grad, (fn, logits, call.input("target"), what, call.arg("grads")),
-                                      what))
+    return Reply(tensors=learner_call(loss_and_grad, (fn, logits, call.input("target"), what, call.arg("grads")), what))
 
 
 @probe("ex01.traffic")
@@ -63,8 +64,10 @@ def traffic(call: Call) -> Reply:
     with watch_traffic(call.device) as seen:
         result = fn(logits, target)
         result.backward()
-    return Reply({"syncs": dict(seen.syncs), "host_tensors": dict(seen.host_tensors), "summary": seen.summary()},
-                 {"loss": plain(result, "SmoothedCE's result")})
+    return Reply(
+        {"syncs": dict(seen.syncs), "host_tensors": dict(seen.host_tensors), "summary": seen.summary()},
+        {"loss": plain(result, "SmoothedCE's result")},
+    )
 
 
 @probe("ex01.graphs")
@@ -75,20 +78,31 @@ def graphs(call: Call) -> Reply:
 
     module = build_loss(call.but(compiled=False))
     torch.compiler.reset()
-    info = learner_call(lambda: torch._dynamo.explain(module)(call.input("logits0"), call.input("target0")), (),
-                        "torch._dynamo.explain(SmoothedCE)")
+    info = learner_call(
+        lambda: torch._dynamo.explain(module)(call.input("logits0"), call.input("target0")),
+        (),
+        "torch._dynamo.explain(SmoothedCE)",
+    )
     reasons = [str(getattr(r, "reason", r)).splitlines()[0] for r in info.break_reasons[:3]]
     torch.compiler.reset()
     counter = CompileCounterWithBackend("inductor")
     compiled = build_loss(call.but(compiled=True, backend=counter, reset=False))
     losses = []
     for i in range(3):
-        result = learner_call(compiled, (call.input(f"logits{i}", grad=True), call.input(f"target{i}")),
-                              "the compiled loss")
+        result = learner_call(
+            compiled, (call.input(f"logits{i}", grad=True), call.input(f"target{i}")), "the compiled loss"
+        )
         result.backward()
         losses.append(plain(result, "the compiled loss's result"))
-    return Reply({"graph_count": info.graph_count, "break_count": info.graph_break_count, "reasons": reasons,
-                  "frames": counter.frame_count}, {"losses": torch.stack(losses)})
+    return Reply(
+        {
+            "graph_count": info.graph_count,
+            "break_count": info.graph_break_count,
+            "reasons": reasons,
+            "frames": counter.frame_count,
+        },
+        {"losses": torch.stack(losses)},
+    )
 
 
 @probe("ex01.timed_loss")
@@ -112,14 +126,19 @@ def _tiny_training(call: Call) -> tuple[nn.Module, torch.optim.Optimizer]:
 
 
 def _raw_step(call: Call, model, optimizer, i: int):
-    return learner_call(call.get("train_step"), (model, nn.CrossEntropyLoss(), optimizer, call.input(f"images{i}"),
-                                                 call.input(f"labels{i}")), "train_step")
+    return learner_call(
+        call.get("train_step"),
+        (model, nn.CrossEntropyLoss(), optimizer, call.input(f"images{i}"), call.input(f"labels{i}")),
+        "train_step",
+    )
 
 
 def _checked(got) -> torch.Tensor:
     if isinstance(got, (float, int)):
-        raise Failure("train_step returned a Python number: `.item()` makes the host wait for the device every step. "
-                      "Return `loss.detach()` and read it only when you log.")
+        raise Failure(
+            "train_step returned a Python number: `.item()` makes the host wait for the device every step. "
+            "Return `loss.detach()` and read it only when you log."
+        )
     loss = plain(got, "train_step's result")
     if got.requires_grad:
         raise Failure("train_step returned a loss that still holds the autograd graph: return loss.detach()")
@@ -131,8 +150,9 @@ def train(call: Call) -> Reply:
     """The learner's train_step over the judge's batches, from the judge's weights: losses and final weights."""
     model, optimizer = _tiny_training(call)
     losses = [_checked(_raw_step(call, model, optimizer, i)) for i in range(int(call.arg("steps")))]
-    return Reply(tensors={"losses": torch.stack(losses),
-                          **{f"param.{n}": p.detach().cpu() for n, p in model.named_parameters()}})
+    return Reply(
+        tensors={"losses": torch.stack(losses), **{f"param.{n}": p.detach().cpu() for n, p in model.named_parameters()}}
+    )
 
 
 @probe("ex01.train_sync")

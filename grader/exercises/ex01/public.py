@@ -10,12 +10,14 @@ from dataclasses import dataclass
 
 import torch
 
-from coursekit.ex01 import IGNORE_INDEX, sample_inputs
+from coursekit.lessons.cross_entropy.givens import IGNORE_INDEX, sample_inputs
 from grader.judging import assert_close, fixture
 from grader.registry import check
 
-VALUE_HINT = ("Check the mean: divide by the sum of w[target] over rows that are not ignored (not by N); "
-              "the smoothing term is (eps / C) * sum_c w[c] * -log_softmax[:, c]; ignored rows add nothing.")
+VALUE_HINT = (
+    "Check the mean: divide by the sum of w[target] over rows that are not ignored (not by N); "
+    "the smoothing term is (eps / C) * sum_c w[c] * -log_softmax[:, c]; ignored rows add nothing."
+)
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,9 @@ class Case:
     dtype: torch.dtype = torch.float32
 
     def inputs(self) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-        logits, target, weights = sample_inputs(self.rows, self.classes, self.seed, ignore_index=self.ignore_index,
-                                                scale=self.scale, dtype=self.dtype)
+        logits, target, weights = sample_inputs(
+            self.rows, self.classes, self.seed, ignore_index=self.ignore_index, scale=self.scale, dtype=self.dtype
+        )
         return logits.detach(), target, weights
 
 
@@ -50,8 +53,11 @@ def fixture_inputs() -> dict[str, torch.Tensor]:
     out = {}
     for case in PUBLIC_CASES:
         logits, target, weights = case.inputs()
-        out |= {f"{case.name}/logits": logits, f"{case.name}/target": target,
-                f"{case.name}/weights": torch.tensor(weights, dtype=torch.float64)}
+        out |= {
+            f"{case.name}/logits": logits,
+            f"{case.name}/target": target,
+            f"{case.name}/weights": torch.tensor(weights, dtype=torch.float64),
+        }
     return out
 
 
@@ -70,28 +76,46 @@ class Expected:
 def stored(case: Case) -> Expected:
     """A public case as stored in the fixtures."""
     p = f"{case.name}/"
-    return Expected(case, fixture("ex01", p + "logits"), fixture("ex01", p + "target"),
-                    fixture("ex01", p + "weights").tolist(), fixture("ex01", p + "loss"), fixture("ex01", p + "grad"))
+    return Expected(
+        case,
+        fixture("ex01", p + "logits"),
+        fixture("ex01", p + "target"),
+        fixture("ex01", p + "weights").tolist(),
+        fixture("ex01", p + "loss"),
+        fixture("ex01", p + "grad"),
+    )
 
 
 def loss_args(factory: str, exp: Expected, *, grads: bool, compiled: bool = False, label: str = "") -> dict:
-    return {"factory": factory, "weights": exp.weights, "smoothing": exp.case.smoothing,
-            "ignore_index": exp.case.ignore_index, "grads": grads, "compiled": compiled, "label": label or factory}
+    return {
+        "factory": factory,
+        "weights": exp.weights,
+        "smoothing": exp.case.smoothing,
+        "ignore_index": exp.case.ignore_index,
+        "grads": grads,
+        "compiled": compiled,
+        "label": label or factory,
+    }
 
 
-def expect_values(learner, factory: str, cases: list[Expected], *, grads: bool, label: str,
-                  compiled: bool = False) -> None:
+def expect_values(
+    learner, factory: str, cases: list[Expected], *, grads: bool, label: str, compiled: bool = False
+) -> None:
     """The learner's loss (and gradient) on each case equals the expected one."""
     for exp in cases:
         hint = VALUE_HINT
         if exp.case.scale > 1:
             hint = "Large logits overflow exp(): use torch.log_softmax (or subtract each row's max). " + hint
-        got = learner.ask("ex01.loss", loss_args(factory, exp, grads=grads, compiled=compiled, label=label),
-                          {"logits": exp.logits, "target": exp.target})
+        got = learner.ask(
+            "ex01.loss",
+            loss_args(factory, exp, grads=grads, compiled=compiled, label=label),
+            {"logits": exp.logits, "target": exp.target},
+        )
         assert_close(got.tensor("loss"), exp.loss, exp.case.dtype, f"{label} on case '{exp.case.name}'", hint)
         if grads:
-            assert_close(got.tensor("grad"), exp.grad, exp.case.dtype, f"gradient of {label} on case "
-                         f"'{exp.case.name}'", hint)
+            assert_close(
+                got.tensor("grad"), exp.grad, exp.case.dtype, f"gradient of {label} on case '{exp.case.name}'", hint
+            )
 
 
 @check("ex01.smoothed_ce.values", kind="correctness", points=2, needs=("SmoothedCE",), public=True)
@@ -103,5 +127,6 @@ def smoothed_ce_values(learner, ctx) -> None:
 @check("ex01.builtin.values", kind="correctness", points=1, needs=("builtin_smoothed_ce",), public=True)
 def builtin_values(learner, ctx) -> None:
     """builtin_smoothed_ce returns PyTorch's own loss module configured to compute the same loss."""
-    expect_values(learner, "builtin_smoothed_ce", [stored(c) for c in PUBLIC_CASES], grads=True,
-                  label="builtin_smoothed_ce")
+    expect_values(
+        learner, "builtin_smoothed_ce", [stored(c) for c in PUBLIC_CASES], grads=True, label="builtin_smoothed_ce"
+    )

@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def smoothed_ce(logits: torch.Tensor, target: torch.Tensor, class_weights: Sequence[float],
-                smoothing: float, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+def smoothed_ce(
+    logits: torch.Tensor, target: torch.Tensor, class_weights: Sequence[float], smoothing: float, ignore_index: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The loss value and its gradient w.r.t. ``logits``, both in float64."""
     x = logits.detach().to(torch.float64).requires_grad_()
     w = torch.tensor(class_weights, dtype=torch.float64, device=x.device)
@@ -19,8 +20,9 @@ def smoothed_ce(logits: torch.Tensor, target: torch.Tensor, class_weights: Seque
     return loss.detach(), x.grad
 
 
-def sgd_step(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
-             labels: torch.Tensor) -> torch.Tensor:
+def sgd_step(
+    model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
     """One optimisation step; the detached loss."""
     optimizer.zero_grad(set_to_none=True)
     loss = loss_fn(model(images), labels)
@@ -36,7 +38,12 @@ def fixture_expected(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]
     out = {}
     for case in PUBLIC_CASES:
         p = f"{case.name}/"
-        loss, grad = smoothed_ce(inputs[p + "logits"], inputs[p + "target"], inputs[p + "weights"].tolist(),
-                                 case.smoothing, case.ignore_index)
+        loss, grad = smoothed_ce(
+            inputs[p + "logits"],
+            inputs[p + "target"],
+            inputs[p + "weights"].tolist(),
+            case.smoothing,
+            case.ignore_index,
+        )
         out[p + "loss"], out[p + "grad"] = loss, grad
     return out

@@ -7,19 +7,25 @@ import random
 
 import torch
 
-from coursekit.ex02 import sample_rows
-from grader.exercises.ex02.public import (IN_FEATURES, RESULT_HINT, Case, broken, expect_cases, public_cases,
-                                          weights)
+from coursekit.lessons.graph_breaks.givens import sample_rows
+from grader.exercises.ex02.public import IN_FEATURES, RESULT_HINT, Case, broken, expect_cases, public_cases, weights
 from grader.judging import assert_close, assert_consistent
-from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.registry import Measured, Shortfall, check
 from grader.speed import compare
 
 
 def hidden_cases(ctx) -> list[Case]:
     """Batches the learner never sees."""
     rng = random.Random(ctx.secret_seed)
-    return [Case("secret seed", rng.randint(2, 400), seed=ctx.secret_seed, scale=rng.choice([0.5, 1.0, 25.0]),
-                 padding=rng.choice([0.0, 0.3]))]
+    return [
+        Case(
+            "secret seed",
+            rng.randint(2, 400),
+            seed=ctx.secret_seed,
+            scale=rng.choice([0.5, 1.0, 25.0]),
+            padding=rng.choice([0.0, 0.3]),
+        )
+    ]
 
 
 @check("ex02.scorer.gradients", kind="correctness", points=2, needs=("FixedScorer", "calibrate"))
@@ -34,13 +40,19 @@ def scorer_statistic(learner, ctx) -> None:
     model = broken()
     cases = public_cases(ctx)[1:3]
     xs = [c.rows_on() for c in cases]
-    got = learner.ask("ex02.statistic", {"batches": len(xs)}, {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}})
+    got = learner.ask(
+        "ex02.statistic", {"batches": len(xs)}, {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}}
+    )
     stats = got.tensor("stats", shape=(len(xs),))
     for i, (case, x) in enumerate(zip(cases, xs)):
         model(x)
-        assert_close(stats[i], torch.tensor(model.stats["mean_activation"]), torch.float32,
-                     f"mean_activation after case '{case.name}'",
-                     "Update it in forward with self.mean_activation.copy_(h.mean()) under torch.no_grad().")
+        assert_close(
+            stats[i],
+            torch.tensor(model.stats["mean_activation"]),
+            torch.float32,
+            f"mean_activation after case '{case.name}'",
+            "Update it in forward with self.mean_activation.copy_(h.mean()) under torch.no_grad().",
+        )
 
 
 @check("ex02.scorer.compiles_once", kind="structure", points=2, needs=("FixedScorer", "calibrate"))
@@ -53,12 +65,20 @@ def scorer_compiles_once(learner, ctx) -> Measured:
     got = learner.ask("ex02.compiles", {}, batches)
     own = learner.ask("ex02.scorer", {"batches": 3, "grads": False}, batches)
     for i in range(3):
-        assert_consistent(got.tensor(f"out{i}"), own.tensor(f"out{i}"), f"the compiled FixedScorer's output on batch {i}",
-                          rtol=1e-3, atol=1e-5)
+        assert_consistent(
+            got.tensor(f"out{i}"),
+            own.tensor(f"out{i}"),
+            f"the compiled FixedScorer's output on batch {i}",
+            rtol=1e-3,
+            atol=1e-5,
+        )
     frames = got.value("frames", int)
     if frames != 1:
-        raise Shortfall(f"three batches of the same shape compiled {frames} times; expected once "
-                        "(TORCH_LOGS=recompiles says why)", measured=frames, required=1)
+        raise Shortfall(
+            f"three batches of the same shape compiled {frames} times; expected once (TORCH_LOGS=recompiles says why)",
+            measured=frames,
+            required=1,
+        )
     return Measured(1, 1, "compiled once with fullgraph=True")
 
 
@@ -72,9 +92,12 @@ def scorer_no_sync(learner, ctx) -> Measured:
     assert_consistent(got.tensor("out0"), own.tensor("out0"), "FixedScorer's output while its traffic was watched")
     events = sum(got.counts("syncs").values()) + sum(got.counts("host_tensors").values())
     if events:
-        raise Shortfall(f"FixedScorer.forward moves data between host and device outside calibrate: "
-                        f"{got.text('summary')}. No .item(), no boolean-mask indexing, no tensors from Python data.",
-                        measured=events, required=0)
+        raise Shortfall(
+            f"FixedScorer.forward moves data between host and device outside calibrate: "
+            f"{got.text('summary')}. No .item(), no boolean-mask indexing, no tensors from Python data.",
+            measured=events,
+            required=0,
+        )
     return Measured(0, 0, "no syncs outside calibrate")
 
 
@@ -97,24 +120,35 @@ def scorer_speed(learner, ctx) -> Measured:
 
     def verify(out: torch.Tensor, args: tuple) -> None:
         with torch.no_grad():
-            assert_close(out, reference(args[0].to(ctx.device)), torch.float32, "FixedScorer output during timing",
-                         RESULT_HINT)
+            assert_close(
+                out, reference(args[0].to(ctx.device)), torch.float32, "FixedScorer output during timing", RESULT_HINT
+            )
 
     required = ctx.required_speedup("ex02.scorer.speed")
-    result = compare(learner, "scorer", baseline, make_args, grads=(False,), device=ctx.device, trials=p.trials,
-                     warmup=max(2, p.warmup), min_sample_s=p.min_sample_s, threads=p.threads,
-                     rng=random.Random(ctx.secret_seed + 2), verify=verify, required=required)
-    detail = (f"{result.speedup:.2f}x the grader's compiled BrokenScorer (median of {result.trials} interleaved "
-              f"trials, 95% CI {result.low:.2f}-{result.high:.2f})")
+    result = compare(
+        learner,
+        "scorer",
+        baseline,
+        make_args,
+        grads=(False,),
+        device=ctx.device,
+        trials=p.trials,
+        warmup=max(2, p.warmup),
+        min_sample_s=p.min_sample_s,
+        threads=p.threads,
+        rng=random.Random(ctx.secret_seed + 2),
+        verify=verify,
+        required=required,
+    )
+    detail = (
+        f"{result.speedup:.2f}x the grader's compiled BrokenScorer (median of {result.trials} interleaved "
+        f"trials, 95% CI {result.low:.2f}-{result.high:.2f})"
+    )
     if result.speedup < required:
-        raise Shortfall(f"compiled FixedScorer is too slow: {detail}; required {required:.2f}x. Remaining breaks "
-                        "or host syncs are the usual cause.", measured=result.speedup, required=required)
+        raise Shortfall(
+            f"compiled FixedScorer is too slow: {detail}; required {required:.2f}x. Remaining breaks "
+            "or host syncs are the usual cause.",
+            measured=result.speedup,
+            required=required,
+        )
     return Measured(result.speedup, required, detail)
-
-
-# Report rows follow the notebook, public and hidden checks interleaved as the tasks come.
-ORDER = ("ex02.calibrate.opcheck", "ex02.scorer.outputs", "ex02.scorer.gradients", "ex02.scorer.statistic",
-         "ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.no_sync", "ex02.scorer.speed")
-
-
-in_report_order(ORDER)

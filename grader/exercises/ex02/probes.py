@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.ex02 import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
+from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
 from coursekit.traffic import watch_traffic
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
 
-FAKE_HINT = ("Register a fake implementation with @calibrate.register_fake that returns torch.empty_like(top).")
+FAKE_HINT = "Register a fake implementation with @calibrate.register_fake that returns torch.empty_like(top)."
 
 
 @probe("ex02.calibrate")
@@ -19,8 +19,10 @@ def custom_op(call: Call) -> Reply:
 
     op = call.get("calibrate")
     if not isinstance(op, CustomOpDef):
-        raise Failure("calibrate must be defined with @torch.library.custom_op('ex02::calibrate', "
-                      f"mutates_args=()); got {type(op).__name__}")
+        raise Failure(
+            "calibrate must be defined with @torch.library.custom_op('ex02::calibrate', "
+            f"mutates_args=()); got {type(op).__name__}"
+        )
     top = call.input("top")
     got = learner_call(op, (top,), "calibrate(top)")
     out = plain(got, "calibrate(top)")
@@ -39,8 +41,10 @@ def fixed_scorer(call: Call) -> nn.Module:
     missing, _ = model.load_state_dict(weights, strict=False)
     missing = [k for k in missing if k in weights]
     if missing:
-        raise Failure(f"FixedScorer lacks BrokenScorer's parameters {missing}: subclass BrokenScorer and call "
-                      "super().__init__(*args, **kwargs)")
+        raise Failure(
+            f"FixedScorer lacks BrokenScorer's parameters {missing}: subclass BrokenScorer and call "
+            "super().__init__(*args, **kwargs)"
+        )
     return model.to(call.device)
 
 
@@ -52,8 +56,7 @@ def outputs_and_grads(model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tens
     plain(out, "FixedScorer's output")
     out.square().sum().backward()
     grads = {f"dp.{n}": p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None}
-    return {"out": out.detach().cpu(), "dx": x.grad.detach().cpu() if x.grad is not None else torch.zeros(0),
-            **grads}
+    return {"out": out.detach().cpu(), "dx": x.grad.detach().cpu() if x.grad is not None else torch.zeros(0), **grads}
 
 
 @probe("ex02.scorer")
@@ -84,8 +87,9 @@ def scorer(call: Call) -> Reply:
 def statistic(call: Call) -> Reply:
     """FixedScorer's ``mean_activation`` buffer after each of the judge's batches."""
     model = fixed_scorer(call)
-    if not isinstance(getattr(model, "mean_activation", None), torch.Tensor) or \
-            "mean_activation" not in dict(model.named_buffers()):
+    if not isinstance(getattr(model, "mean_activation", None), torch.Tensor) or "mean_activation" not in dict(
+        model.named_buffers()
+    ):
         raise Failure("FixedScorer needs a buffer: self.register_buffer('mean_activation', torch.zeros(()))")
     stats = []
     for i in range(int(call.arg("batches"))):
@@ -99,12 +103,15 @@ def explain(call: Call) -> Reply:
     """``torch._dynamo.explain`` on FixedScorer, and its output on the same batch."""
     model = fixed_scorer(call)
     torch.compiler.reset()
-    info = learner_call(lambda: torch._dynamo.explain(model)(call.input("x0")), (), "torch._dynamo.explain(FixedScorer)")
+    info = learner_call(
+        lambda: torch._dynamo.explain(model)(call.input("x0")), (), "torch._dynamo.explain(FixedScorer)"
+    )
     reasons = [str(getattr(r, "reason", r)).splitlines()[0][:200] for r in info.break_reasons[:4]]
     with torch.no_grad():
         out = plain(model(call.input("x0")), "FixedScorer's output")
-    return Reply({"graph_count": info.graph_count, "break_count": info.graph_break_count, "reasons": reasons},
-                 {"out0": out})
+    return Reply(
+        {"graph_count": info.graph_count, "break_count": info.graph_break_count, "reasons": reasons}, {"out0": out}
+    )
 
 
 @probe("ex02.compiles")
@@ -154,8 +161,10 @@ def traffic(call: Call) -> Reply:
             out = model(x)
     finally:
         call.namespace["calibrate"] = learner_op
-    return Reply({"syncs": dict(seen.syncs), "host_tensors": dict(seen.host_tensors), "summary": seen.summary()},
-                 {"out0": plain(out, "FixedScorer's output")})
+    return Reply(
+        {"syncs": dict(seen.syncs), "host_tensors": dict(seen.host_tensors), "summary": seen.summary()},
+        {"out0": plain(out, "FixedScorer's output")},
+    )
 
 
 @probe("ex02.timed_scorer")

@@ -12,14 +12,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.ex02 import CALIBRATION_X, CALIBRATION_Y, BrokenScorer, sample_rows
+from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer, sample_rows
 from grader.exercises.ex02.probes import FAKE_HINT
 from grader.judging import assert_close, assert_consistent
 from grader.registry import Measured, Shortfall, check
 
 IN_FEATURES = 32
-RESULT_HINT = ("Each fix must keep the computation: torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0) "
-               "for the branch; (h * mask).sum(0) / mask.sum() for the mean over real rows; padding rows score 0.")
+RESULT_HINT = (
+    "Each fix must keep the computation: torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0) "
+    "for the branch; (h * mask).sum(0) / mask.sum() for the mean over real rows; padding rows score 0."
+)
 
 
 @dataclass(frozen=True)
@@ -72,20 +74,30 @@ def expect_cases(learner, cases: list[Case], grads: bool) -> None:
     """FixedScorer with BrokenScorer's weights matches BrokenScorer on every case (and its gradients)."""
     model = broken()
     xs = [c.rows_on() for c in cases]
-    got = learner.ask("ex02.scorer", {"batches": len(cases), "grads": grads},
-                      {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}})
+    got = learner.ask(
+        "ex02.scorer",
+        {"batches": len(cases), "grads": grads},
+        {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}},
+    )
     for i, (case, x) in enumerate(zip(cases, xs)):
         want, want_dx, want_dp = outputs_and_grads(model, x)
-        assert_close(got.tensor(f"out{i}"), want, torch.float32, f"FixedScorer output on case '{case.name}'",
-                     RESULT_HINT)
+        assert_close(
+            got.tensor(f"out{i}"), want, torch.float32, f"FixedScorer output on case '{case.name}'", RESULT_HINT
+        )
         if grads:
-            assert_close(got.tensor(f"dx{i}"), want_dx, torch.float32, f"input gradient on case '{case.name}'",
-                         RESULT_HINT)
+            assert_close(
+                got.tensor(f"dx{i}"), want_dx, torch.float32, f"input gradient on case '{case.name}'", RESULT_HINT
+            )
             for name, g in want_dp.items():
                 if f"{i}.dp.{name}" not in got.tensors:
                     raise AssertionError(f"no gradient reached {name} on case '{case.name}'")
-                assert_close(got.tensor(f"{i}.dp.{name}"), g, torch.float32, f"gradient of {name} on case "
-                             f"'{case.name}'", RESULT_HINT)
+                assert_close(
+                    got.tensor(f"{i}.dp.{name}"),
+                    g,
+                    torch.float32,
+                    f"gradient of {name} on case '{case.name}'",
+                    RESULT_HINT,
+                )
 
 
 @check("ex02.calibrate.opcheck", kind="structure", points=2, needs=("calibrate",), public=True)
@@ -94,8 +106,13 @@ def calibrate_opcheck(learner, ctx) -> None:
     top = torch.linspace(-4, 4, 33)
     got = learner.ask("ex02.calibrate", {}, {"top": top})
     want = torch.from_numpy(np.interp(top.numpy(), CALIBRATION_X, CALIBRATION_Y)).to(torch.float32)
-    assert_close(got.tensor("out"), want, torch.float32, "calibrate(top)",
-                 "Use np.interp(top, CALIBRATION_X, CALIBRATION_Y) and return it on top's device and dtype.")
+    assert_close(
+        got.tensor("out"),
+        want,
+        torch.float32,
+        "calibrate(top)",
+        "Use np.interp(top, CALIBRATION_X, CALIBRATION_Y) and return it on top's device and dtype.",
+    )
     device, dtype = got.text("device", limit=40), got.text("dtype", limit=40)
     if dtype != "torch.float32" or device.split(":")[0] != torch.device(ctx.device).type:
         raise AssertionError(f"calibrate returned {dtype} on {device}; expected torch.float32 on {ctx.device}")
@@ -122,6 +139,10 @@ def scorer_no_breaks(learner, ctx) -> Measured:
     graphs, breaks = got.value("graph_count", int), got.value("break_count", int)
     if breaks or graphs != 1:
         reasons = "; ".join(got.strings("reasons"))
-        raise Shortfall(f"FixedScorer still has {breaks} graph break(s) in {graphs} graphs: "
-                        f"{reasons or 'see TORCH_LOGS=graph_breaks'}", measured=breaks, required=0)
+        raise Shortfall(
+            f"FixedScorer still has {breaks} graph break(s) in {graphs} graphs: "
+            f"{reasons or 'see TORCH_LOGS=graph_breaks'}",
+            measured=breaks,
+            required=0,
+        )
     return Measured(0, 0, "one graph, no breaks")

@@ -8,12 +8,12 @@ import random
 
 import torch
 
-from coursekit.ex03 import ALPHA, LEARNING_RATE, TEMPERATURE, batch, make_optimizer
+from coursekit.lessons.distillation.givens import ALPHA, LEARNING_RATE, TEMPERATURE, batch, make_optimizer
 from grader.exercises.ex03.probes import FREEZE_HINT, INFERENCE_HINT
 from grader.exercises.ex03.public import FORMULA, ask_losses, batch_inputs, given_models, logits
 from grader.exercises.ex03.reference import ReferenceDistiller, eager_step, kd_loss
 from grader.judging import assert_close, assert_consistent
-from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.registry import Measured, Shortfall, check
 from grader.speed import compare
 
 LOSS_RTOL = 1e-3  # compiled vs eager losses over a few AdamW steps: kernels differ in the last bits
@@ -36,9 +36,13 @@ def loss_bf16(learner, ctx) -> None:
         sets.append((s.bfloat16(), t.bfloat16(), y))
     losses = ask_losses(learner, settings, sets, bf16=True)
     for i, ((temperature, alpha), (s, t, y)) in enumerate(zip(settings, sets)):
-        assert_close(losses[i], kd_loss(s, t, y, temperature, alpha), torch.bfloat16,
-                     f"DistillLoss(temperature={temperature}, alpha={alpha}) on bf16 logits under autocast",
-                     "Compute the softmaxes in float32 (logits.float()) for a stable loss. " + FORMULA)
+        assert_close(
+            losses[i],
+            kd_loss(s, t, y, temperature, alpha),
+            torch.bfloat16,
+            f"DistillLoss(temperature={temperature}, alpha={alpha}) on bf16 logits under autocast",
+            "Compute the softmaxes in float32 (logits.float()) for a stable loss. " + FORMULA,
+        )
 
 
 def _steps(ctx, name: str, seeds: list[int]) -> dict[str, torch.Tensor]:
@@ -48,8 +52,12 @@ def _steps(ctx, name: str, seeds: list[int]) -> dict[str, torch.Tensor]:
     return out
 
 
-@check("ex03.step.training", kind="correctness", points=2, needs=("make_train_step", "Distiller", "DistillLoss",
-                                                                  "extract_student"))
+@check(
+    "ex03.step.training",
+    kind="correctness",
+    points=2,
+    needs=("make_train_step", "Distiller", "DistillLoss", "extract_student"),
+)
 def step_training(learner, ctx) -> None:
     """Steps of the compiled train step follow the grader's eager ones; the teacher never changes;
     the extracted student is the trained one and runs on its own."""
@@ -57,41 +65,62 @@ def step_training(learner, ctx) -> None:
     steps = ctx.profile.steps
     seeds = [ctx.secret_seed + i for i in range(steps)]
     check_images, check_labels = batch(ctx.profile, seed=ctx.secret_seed + 99)
-    got = learner.ask("ex03.train", {"seed": seed, "steps": steps},
-                      {**_steps(ctx, "step", seeds), **batch_inputs("check", check_images, check_labels)})
+    got = learner.ask(
+        "ex03.train",
+        {"seed": seed, "steps": steps},
+        {**_steps(ctx, "step", seeds), **batch_inputs("check", check_images, check_labels)},
+    )
     model, ref_step = reference(ctx, seed)
     losses = got.tensor("losses", shape=(steps,))
     for i, s in enumerate(seeds):
         want = ref_step(*batch(ctx.profile, seed=s))
         if not torch.allclose(losses[i].double(), want.double().cpu(), rtol=LOSS_RTOL, atol=1e-5):
-            raise AssertionError(f"step {i}: your step's loss is {float(losses[i]):.6g}, the grader's eager step gives "
-                                 f"{float(want):.6g}. " + ("A teacher that trains drifts from step 1 on. "
-                                                           + FREEZE_HINT if i else FORMULA))
+            raise AssertionError(
+                f"step {i}: your step's loss is {float(losses[i]):.6g}, the grader's eager step gives "
+                f"{float(want):.6g}. "
+                + ("A teacher that trains drifts from step 1 on. " + FREEZE_HINT if i else FORMULA)
+            )
     changed = got.strings("teacher_changed")
     if changed:
-        raise AssertionError(f"after {steps} steps teacher tensors changed (e.g. {changed[0]}): the optimiser trained "
-                             f"the teacher. {FREEZE_HINT}")
+        raise AssertionError(
+            f"after {steps} steps teacher tensors changed (e.g. {changed[0]}): the optimiser trained "
+            f"the teacher. {FREEZE_HINT}"
+        )
     atol = 0.1 * LEARNING_RATE  # AdamW steps: a weight whose gradient is rounding noise moves by noise * lr
     for name, value in model.student.state_dict().items():
         mine = got.tensor(f"w.{name}", shape=tuple(value.shape))
         if (mine.double() - value.detach().double().cpu()).abs().max() > atol:
-            raise AssertionError(f"the student extract_student returns after training is not the trained student: "
-                                 f"{name} differs from the grader's trained student. Return the student module the "
-                                 "Distiller trains (model.student), not a copy.")
-    assert_close(got.tensor("plain_out"), got.tensor("extracted_out"), torch.float32,
-                 "a plain ViT loaded from the extracted student's state_dict, vs the extracted student")
+            raise AssertionError(
+                f"the student extract_student returns after training is not the trained student: "
+                f"{name} differs from the grader's trained student. Return the student module the "
+                "Distiller trains (model.student), not a copy."
+            )
+    assert_close(
+        got.tensor("plain_out"),
+        got.tensor("extracted_out"),
+        torch.float32,
+        "a plain ViT loaded from the extracted student's state_dict, vs the extracted student",
+    )
 
 
 def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None]:
     seeds = [ctx.secret_seed + 50 + i for i in range(2)]
     stance = [ctx.secret_seed + 60 + i for i in range(stance_steps)]
     steps = _steps(ctx, "step", seeds)
-    got = learner.ask("ex03.frames", {"seed": 0, "stance_steps": stance_steps}, {**steps, **_steps(ctx, "stance", stance)})
+    got = learner.ask(
+        "ex03.frames", {"seed": 0, "stance_steps": stance_steps}, {**steps, **_steps(ctx, "stance", stance)}
+    )
     check_images, check_labels = batch(ctx.profile, seed=0)
-    own = learner.ask("ex03.train", {"seed": 0, "steps": 2}, {**steps, **batch_inputs("check", check_images,
-                                                                                      check_labels)})
-    assert_consistent(got.tensor("losses", shape=(2,)), own.tensor("losses", shape=(2,)),
-                      "the losses of the two counted steps", rtol=1e-4, atol=1e-6)
+    own = learner.ask(
+        "ex03.train", {"seed": 0, "steps": 2}, {**steps, **batch_inputs("check", check_images, check_labels)}
+    )
+    assert_consistent(
+        got.tensor("losses", shape=(2,)),
+        own.tensor("losses", shape=(2,)),
+        "the losses of the two counted steps",
+        rtol=1e-4,
+        atol=1e-6,
+    )
     return got.value("frames", int), got.text("recompiled", optional=True, limit=400)
 
 
@@ -100,13 +129,21 @@ def step_no_graph_breaks(learner, ctx) -> Measured:
     """The compiled step captures student, teacher and loss in exactly one graph."""
     frames, _ = _frames(learner, ctx, 0)
     if frames == 0:
-        raise Shortfall("nothing was compiled with the backend make_train_step received: pass it on, "
-                        "torch.compile(distiller, backend=backend)", measured=0, required=1)
+        raise Shortfall(
+            "nothing was compiled with the backend make_train_step received: pass it on, "
+            "torch.compile(distiller, backend=backend)",
+            measured=0,
+            required=1,
+        )
     if frames > 1:
-        raise Shortfall(f"two steps compiled {frames} graphs; one is expected. A graph break splits "
-                        "the step (torch._dynamo.explain(distiller)(images, labels) lists them). Compile the "
-                        "Distiller, not the whole step: loss.backward() and optimizer.step() run outside the "
-                        "graph, and AOTAutograd compiles the backward for you.", measured=frames, required=1)
+        raise Shortfall(
+            f"two steps compiled {frames} graphs; one is expected. A graph break splits "
+            "the step (torch._dynamo.explain(distiller)(images, labels) lists them). Compile the "
+            "Distiller, not the whole step: loss.backward() and optimizer.step() run outside the "
+            "graph, and AOTAutograd compiles the backward for you.",
+            measured=frames,
+            required=1,
+        )
     return Measured(frames, 1, "one graph for student + teacher + loss")
 
 
@@ -115,11 +152,19 @@ def step_no_recompile(learner, ctx) -> Measured:
     """After two warm-up steps, torch.compiler.set_stance('fail_on_recompile') holds over fresh batches."""
     _, recompiled = _frames(learner, ctx, ctx.profile.steps)
     if recompiled:
-        hint = INFERENCE_HINT if recompiled.endswith("[inference]") else (
-            "Something the graph depends on changed between steps: a Python number or flag on the module, "
-            "or inference tensors (TORCH_LOGS=recompiles names the guard).")
-        raise Shortfall(f"a step recompiled after warm-up: {recompiled.removesuffix(' [inference]')}. {hint}",
-                        measured=1, required=0)
+        hint = (
+            INFERENCE_HINT
+            if recompiled.endswith("[inference]")
+            else (
+                "Something the graph depends on changed between steps: a Python number or flag on the module, "
+                "or inference tensors (TORCH_LOGS=recompiles names the guard)."
+            )
+        )
+        raise Shortfall(
+            f"a step recompiled after warm-up: {recompiled.removesuffix(' [inference]')}. {hint}",
+            measured=1,
+            required=0,
+        )
     return Measured(0, 0, f"no recompiles over {ctx.profile.steps} steps after warm-up")
 
 
@@ -127,11 +172,17 @@ def step_no_recompile(learner, ctx) -> Measured:
 def step_speed(learner, ctx) -> Measured:
     """The compiled train step beats the grader's eager distillation step by the device's threshold."""
     p = ctx.profile
-    learner.ask("ex03.timed_step", {"seed": 3, "handle": "step"},
-                _steps(ctx, "warm", [ctx.secret_seed + 70 + i for i in range(2)]))
+    learner.ask(
+        "ex03.timed_step",
+        {"seed": 3, "handle": "step"},
+        _steps(ctx, "warm", [ctx.secret_seed + 70 + i for i in range(2)]),
+    )
     student, teacher = given_models(ctx, 3)
-    baseline = eager_step(*(lambda m: (m, make_optimizer(m)))(ReferenceDistiller(
-        copy.deepcopy(student), copy.deepcopy(teacher), TEMPERATURE, ALPHA).train()))
+    baseline = eager_step(
+        *(lambda m: (m, make_optimizer(m)))(
+            ReferenceDistiller(copy.deepcopy(student), copy.deepcopy(teacher), TEMPERATURE, ALPHA).train()
+        )
+    )
 
     def make_args(i: int) -> tuple[torch.Tensor, torch.Tensor]:
         images, labels = batch(p, seed=ctx.secret_seed + 97 * (i + 3))
@@ -142,21 +193,30 @@ def step_speed(learner, ctx) -> Measured:
             raise AssertionError(f"the step returned {out!r} during timing: a finite scalar loss was expected")
 
     required = ctx.required_speedup("ex03.step.speed")
-    result = compare(learner, "step", baseline, make_args, grads=(False, False), device=ctx.device, trials=p.trials,
-                     warmup=max(2, p.warmup), min_sample_s=p.min_sample_s, threads=p.threads,
-                     rng=random.Random(ctx.secret_seed + 3), verify=verify, required=required)
-    detail = (f"{result.speedup:.2f}x the grader's eager step (median of {result.trials} interleaved trials, 95% CI "
-              f"{result.low:.2f}-{result.high:.2f})")
+    result = compare(
+        learner,
+        "step",
+        baseline,
+        make_args,
+        grads=(False, False),
+        device=ctx.device,
+        trials=p.trials,
+        warmup=max(2, p.warmup),
+        min_sample_s=p.min_sample_s,
+        threads=p.threads,
+        rng=random.Random(ctx.secret_seed + 3),
+        verify=verify,
+        required=required,
+    )
+    detail = (
+        f"{result.speedup:.2f}x the grader's eager step (median of {result.trials} interleaved trials, 95% CI "
+        f"{result.low:.2f}-{result.high:.2f})"
+    )
     if result.speedup < required:
-        raise Shortfall(f"the compiled step is too slow: {detail}; required {required:.2f}x. Is everything (student, "
-                        "teacher and loss) inside one compiled graph?", measured=result.speedup, required=required)
+        raise Shortfall(
+            f"the compiled step is too slow: {detail}; required {required:.2f}x. Is everything (student, "
+            "teacher and loss) inside one compiled graph?",
+            measured=result.speedup,
+            required=required,
+        )
     return Measured(result.speedup, required, detail)
-
-
-# Report rows follow the notebook: public checks first, as the tasks come.
-ORDER = ("ex03.loss.values", "ex03.loss.temperature", "ex03.loss.bf16", "ex03.distiller.gradients",
-         "ex03.extract.student", "ex03.step.training", "ex03.step.no_graph_breaks", "ex03.step.no_recompile",
-         "ex03.step.speed")
-
-
-in_report_order(ORDER)

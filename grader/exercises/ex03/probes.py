@@ -9,14 +9,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.ex03 import ALPHA, TEMPERATURE, make_optimizer, make_student, make_teacher
+from coursekit.lessons.distillation.givens import ALPHA, TEMPERATURE, make_optimizer, make_student, make_teacher
 from coursekit.profile import get_profile
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
 
-FREEZE_HINT = ("Freeze the teacher in Distiller.__init__ (teacher.eval().requires_grad_(False)) and run it under "
-               "torch.no_grad() in forward.")
-INFERENCE_HINT = ("Tensors made under torch.inference_mode() cannot be saved for backward, and a compiled training "
-                  "graph cannot take them in: run the teacher under torch.no_grad() instead.")
+FREEZE_HINT = (
+    "Freeze the teacher in Distiller.__init__ (teacher.eval().requires_grad_(False)) and run it under "
+    "torch.no_grad() in forward."
+)
+INFERENCE_HINT = (
+    "Tensors made under torch.inference_mode() cannot be saved for backward, and a compiled training "
+    "graph cannot take them in: run the teacher under torch.no_grad() instead."
+)
 
 
 def loss_module(call: Call, temperature: float, alpha: float) -> nn.Module:
@@ -41,8 +45,10 @@ def loss(call: Call) -> Reply:
             got = learner_call(module, args, f"DistillLoss(temperature={temperature}, alpha={alpha})")
         value = plain(got, "DistillLoss's result")
         if value.dim() != 0:
-            raise Failure(f"DistillLoss returned a tensor of shape {tuple(value.shape)}: reduce to one number for "
-                          "the batch (a scalar)")
+            raise Failure(
+                f"DistillLoss returned a tensor of shape {tuple(value.shape)}: reduce to one number for "
+                "the batch (a scalar)"
+            )
         values.append(value.to(torch.float64))
     return Reply(tensors={"losses": torch.stack(values)})
 
@@ -71,13 +77,20 @@ def distiller(call: Call) -> Reply:
     out = learner_call(model, (x, y), "Distiller(images, labels)")
     got = plain(out, "Distiller's output")
     out.backward()
-    own = learner_call(loss_module(call, TEMPERATURE, ALPHA), (call.input("student_logits"),
-                                                               call.input("teacher_logits"), y), "DistillLoss")
-    return Reply({"teacher_training": teacher.training,
-                  "teacher_grads": sum(p.grad is not None for p in teacher.parameters()),
-                  "teacher_requires_grad": any(p.requires_grad for p in teacher.parameters()),
-                  "student_missing": [n for n, p in student.named_parameters() if p.grad is None][:5]},
-                 {"loss": got, "own_loss": plain(own, "DistillLoss's result")})
+    own = learner_call(
+        loss_module(call, TEMPERATURE, ALPHA),
+        (call.input("student_logits"), call.input("teacher_logits"), y),
+        "DistillLoss",
+    )
+    return Reply(
+        {
+            "teacher_training": teacher.training,
+            "teacher_grads": sum(p.grad is not None for p in teacher.parameters()),
+            "teacher_requires_grad": any(p.requires_grad for p in teacher.parameters()),
+            "student_missing": [n for n, p in student.named_parameters() if p.grad is None][:5],
+        },
+        {"loss": got, "own_loss": plain(own, "DistillLoss's result")},
+    )
 
 
 @probe("ex03.extract")
@@ -93,8 +106,10 @@ def extract(call: Call) -> Reply:
     plain_student = fn(compiled)
     keys = list(plain_student.state_dict())
     with torch.no_grad():
-        out = plain(learner_call(plain_student.eval(), (call.input("batch.images"),), "the extracted student"),
-                    "the extracted student's output")
+        out = plain(
+            learner_call(plain_student.eval(), (call.input("batch.images"),), "the extracted student"),
+            "the extracted student's output",
+        )
     return Reply({"returned": kinds, "orig_mod_keys": sum(k.startswith("_orig_mod.") for k in keys)}, {"out": out})
 
 
@@ -112,8 +127,10 @@ def run_step(step, x: torch.Tensor, y: torch.Tensor, what: str) -> torch.Tensor:
         raise Failure(f"{what} raised {type(exc).__name__}: {gist.strip()[:300]}. {hint}", unsettled=True) from None
     out = plain(loss, f"{what}'s result")
     if loss.requires_grad:
-        raise Failure(f"{what} returned a loss that still requires grad: return loss.detach() so the caller does not "
-                      "keep the whole graph alive")
+        raise Failure(
+            f"{what} returned a loss that still requires grad: return loss.detach() so the caller does not "
+            "keep the whole graph alive"
+        )
     return out
 
 
@@ -143,11 +160,15 @@ def train(call: Call) -> Reply:
         raise Failure(f"a plain student cannot load the extracted student's state_dict: {str(exc)[:200]}") from None
     x, _ = images(call, "check")
     with torch.no_grad():
-        outs = {"plain_out": plain(fresh.eval()(x), "a plain student's output"),
-                "extracted_out": plain(extracted.eval()(x), "the extracted student's output")}
+        outs = {
+            "plain_out": plain(fresh.eval()(x), "a plain student's output"),
+            "extracted_out": plain(extracted.eval()(x), "the extracted student's output"),
+        }
     weights = {f"w.{k}": v.detach().cpu() for k, v in extracted.state_dict().items()}
-    return Reply({"teacher_changed": changed[:5], "is_student": extracted is student},
-                 {"losses": torch.stack(losses), **outs, **weights})
+    return Reply(
+        {"teacher_changed": changed[:5], "is_student": extracted is student},
+        {"losses": torch.stack(losses), **outs, **weights},
+    )
 
 
 @probe("ex03.frames")

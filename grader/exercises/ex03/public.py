@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.ex03 import ALPHA, TEMPERATURE, batch, make_student, make_teacher
+from coursekit.lessons.distillation.givens import ALPHA, TEMPERATURE, batch, make_student, make_teacher
 from grader.exercises.ex03.probes import FREEZE_HINT
 from grader.judging import assert_close, fixture
 from grader.registry import check
 
-FORMULA = ("loss = alpha * T**2 * KL(softmax(teacher/T) || softmax(student/T)) + (1 - alpha) * CE(student, "
-           "labels), the KL summed over classes and averaged over the batch (F.kl_div(..., "
-           "reduction='batchmean')); F.kl_div takes the student's *log*-probabilities first.")
+FORMULA = (
+    "loss = alpha * T**2 * KL(softmax(teacher/T) || softmax(student/T)) + (1 - alpha) * CE(student, "
+    "labels), the KL summed over classes and averaged over the batch (F.kl_div(..., "
+    "reduction='batchmean')); F.kl_div takes the student's *log*-probabilities first."
+)
 SETTINGS = ((TEMPERATURE, ALPHA), (1.0, 0.5), (2.0, 0.9), (3.0, 0.0), (6.0, 1.0))
 TEMPERATURES = (1.0, 2.0, 4.0, 8.0)
 
@@ -40,8 +42,9 @@ def fixture_inputs() -> dict[str, torch.Tensor]:
     return out
 
 
-def ask_losses(learner, settings: list[tuple[float, float]], sets: list[tuple[torch.Tensor, ...]],
-               bf16: bool = False) -> torch.Tensor:
+def ask_losses(
+    learner, settings: list[tuple[float, float]], sets: list[tuple[torch.Tensor, ...]], bf16: bool = False
+) -> torch.Tensor:
     """The learner's DistillLoss for each (temperature, alpha) on the matching logits."""
     tensors = {}
     for i, (s, t, y) in enumerate(sets):
@@ -56,8 +59,13 @@ def loss_values(learner, ctx) -> None:
     sets = [tuple(fixture("ex03", f"values.{i}.{k}") for k in "sty") for i in range(len(SETTINGS))]
     losses = ask_losses(learner, list(SETTINGS), sets)
     for i, (temperature, alpha) in enumerate(SETTINGS):
-        assert_close(losses[i], fixture("ex03", f"values.{i}.loss"), torch.float32,
-                     f"DistillLoss(temperature={temperature}, alpha={alpha})", FORMULA)
+        assert_close(
+            losses[i],
+            fixture("ex03", f"values.{i}.loss"),
+            torch.float32,
+            f"DistillLoss(temperature={temperature}, alpha={alpha})",
+            FORMULA,
+        )
 
 
 @check("ex03.loss.temperature", kind="correctness", points=1, needs=("DistillLoss",), public=True)
@@ -65,17 +73,22 @@ def loss_temperature(learner, ctx) -> None:
     """The soft term is scaled by T**2, so its gradients keep their size as the temperature grows."""
     s, t, y = (fixture("ex03", f"temperature.{k}") for k in "sty")
     losses = ask_losses(learner, [(temp, 1.0) for temp in TEMPERATURES], [(s, t, y)] * len(TEMPERATURES))
-    ratios = {temp: float(losses[i]) / float(fixture("ex03", f"temperature.{i}.loss"))
-              for i, temp in enumerate(TEMPERATURES)}
+    ratios = {
+        temp: float(losses[i]) / float(fixture("ex03", f"temperature.{i}.loss")) for i, temp in enumerate(TEMPERATURES)
+    }
     shown = ", ".join(f"T={k:g}: {v:.4g}" for k, v in ratios.items())
     if all(abs(r * k**2 - 1) < 1e-3 for k, r in ratios.items()):
-        raise AssertionError(f"with alpha=1 your loss / the reference is 1/T**2 ({shown}): multiply the soft term "
-                             "by T**2. Dividing the logits by T shrinks the soft term's gradients by 1/T**2; "
-                             "Hinton et al. scale it back so the two terms stay balanced at any temperature.")
+        raise AssertionError(
+            f"with alpha=1 your loss / the reference is 1/T**2 ({shown}): multiply the soft term "
+            "by T**2. Dividing the logits by T shrinks the soft term's gradients by 1/T**2; "
+            "Hinton et al. scale it back so the two terms stay balanced at any temperature."
+        )
     if not all(abs(r - 1) < 1e-3 for r in ratios.values()):
-        raise AssertionError(f"with alpha=1 (soft term only) your loss / the reference is {shown}; it should be 1 "
-                             f"at every temperature. Divide both logits by T before the softmaxes, then scale by "
-                             f"T**2. {FORMULA}")
+        raise AssertionError(
+            f"with alpha=1 (soft term only) your loss / the reference is {shown}; it should be 1 "
+            f"at every temperature. Divide both logits by T before the softmaxes, then scale by "
+            f"T**2. {FORMULA}"
+        )
 
 
 def given_models(ctx, seed: int):
@@ -95,28 +108,45 @@ def distiller_gradients(learner, ctx) -> None:
     images, labels = batch(ctx.profile, seed=11)
     with torch.no_grad():
         s, t = student(images), teacher.eval()(images)
-    got = learner.ask("ex03.distiller", {"seed": 0}, {**batch_inputs("batch", images, labels),
-                                                      "student_logits": s.cpu(), "teacher_logits": t.cpu()})
+    got = learner.ask(
+        "ex03.distiller",
+        {"seed": 0},
+        {**batch_inputs("batch", images, labels), "student_logits": s.cpu(), "teacher_logits": t.cpu()},
+    )
     if got.value("teacher_training", bool):
-        raise AssertionError("after distiller.train() the teacher is in training mode: keep it in eval mode "
-                             "(override train() to call self.teacher.eval(), or set it after super().train())")
-    assert_close(got.tensor("loss"), got.tensor("own_loss"), torch.float32,
-                 "Distiller(images, labels) vs your DistillLoss(student(images), teacher(images), labels)",
-                 "Distiller.forward must run the student, the teacher (under no_grad), and return self.loss of their "
-                 "logits and the labels.")
+        raise AssertionError(
+            "after distiller.train() the teacher is in training mode: keep it in eval mode "
+            "(override train() to call self.teacher.eval(), or set it after super().train())"
+        )
+    assert_close(
+        got.tensor("loss"),
+        got.tensor("own_loss"),
+        torch.float32,
+        "Distiller(images, labels) vs your DistillLoss(student(images), teacher(images), labels)",
+        "Distiller.forward must run the student, the teacher (under no_grad), and return self.loss of their "
+        "logits and the labels.",
+    )
     touched = got.value("teacher_grads", int)
     if touched or got.value("teacher_requires_grad", bool):
-        raise AssertionError(f"the teacher takes part in backward ({touched} of its parameters got a gradient): it "
-                             "costs memory and time, and an optimiser over distiller.parameters() would train it. "
-                             + FREEZE_HINT)
+        raise AssertionError(
+            f"the teacher takes part in backward ({touched} of its parameters got a gradient): it "
+            "costs memory and time, and an optimiser over distiller.parameters() would train it. " + FREEZE_HINT
+        )
     missing = got.strings("student_missing")
     if missing:
-        raise AssertionError(f"no gradient reached these student parameters: {missing}: is the student's output "
-                             "detached, or computed under no_grad?")
+        raise AssertionError(
+            f"no gradient reached these student parameters: {missing}: is the student's output "
+            "detached, or computed under no_grad?"
+        )
 
 
-@check("ex03.extract.student", kind="correctness", points=1, needs=("extract_student", "Distiller", "DistillLoss"),
-       public=True)
+@check(
+    "ex03.extract.student",
+    kind="correctness",
+    points=1,
+    needs=("extract_student", "Distiller", "DistillLoss"),
+    public=True,
+)
 def extracted_student(learner, ctx) -> None:
     """extract_student gives back the plain student, from a Distiller or a compiled one, ready to save and run."""
     student, _ = given_models(ctx, 0)
@@ -124,11 +154,18 @@ def extracted_student(learner, ctx) -> None:
     got = learner.ask("ex03.extract", {"seed": 0}, batch_inputs("batch", images, labels))
     for what, kind in got.value("returned", dict).items():
         if kind != "student":
-            raise AssertionError(f"extract_student({str(what)[:40]}) returned a {str(kind)[:40]}, not the student module "
-                                 "itself. A compiled module keeps the original in `._orig_mod`; its state_dict keys "
-                                 "start with '_orig_mod.', which a plain ViT cannot load.")
+            raise AssertionError(
+                f"extract_student({str(what)[:40]}) returned a {str(kind)[:40]}, not the student module "
+                "itself. A compiled module keeps the original in `._orig_mod`; its state_dict keys "
+                "start with '_orig_mod.', which a plain ViT cannot load."
+            )
     if got.value("orig_mod_keys", int):
         raise AssertionError("the extracted student's state_dict keys start with '_orig_mod.'")
     with torch.no_grad():
-        assert_close(got.tensor("out"), student.eval()(images), torch.float32, "the extracted student's output",
-                     "Return the student module itself (model.student, from model._orig_mod when compiled).")
+        assert_close(
+            got.tensor("out"),
+            student.eval()(images),
+            torch.float32,
+            "the extracted student's output",
+            "Return the student module itself (model.student, from model._orig_mod when compiled).",
+        )

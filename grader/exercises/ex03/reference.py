@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor,
-            temperature: float, alpha: float) -> torch.Tensor:
+def kd_loss(
+    student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor, temperature: float, alpha: float
+) -> torch.Tensor:
     """``alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, y)``, in float64.
 
     The KL divergence is summed over classes and averaged over the batch (``reduction="batchmean"``); the
@@ -37,13 +38,15 @@ class ReferenceDistiller(nn.Module):
         with torch.no_grad():
             t = self.teacher(images)
         temp = self.temperature
-        soft = F.kl_div(F.log_softmax(s / temp, -1), F.log_softmax(t / temp, -1), reduction="batchmean",
-                        log_target=True)
+        soft = F.kl_div(
+            F.log_softmax(s / temp, -1), F.log_softmax(t / temp, -1), reduction="batchmean", log_target=True
+        )
         return self.alpha * temp**2 * soft + (1 - self.alpha) * F.cross_entropy(s, labels)
 
 
-def eager_step(model: nn.Module, optimizer: torch.optim.Optimizer
-               ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def eager_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """One eager optimisation step of ``model(images, labels) -> loss``; returns the detached loss."""
 
     def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -62,9 +65,11 @@ def fixture_expected(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]
 
     out = {}
     for i, (temperature, alpha) in enumerate(SETTINGS):
-        out[f"values.{i}.loss"] = kd_loss(inputs[f"values.{i}.s"], inputs[f"values.{i}.t"], inputs[f"values.{i}.y"],
-                                          temperature, alpha)
+        out[f"values.{i}.loss"] = kd_loss(
+            inputs[f"values.{i}.s"], inputs[f"values.{i}.t"], inputs[f"values.{i}.y"], temperature, alpha
+        )
     for i, temperature in enumerate(TEMPERATURES):
-        out[f"temperature.{i}.loss"] = kd_loss(inputs["temperature.s"], inputs["temperature.t"],
-                                               inputs["temperature.y"], temperature, 1.0)
+        out[f"temperature.{i}.loss"] = kd_loss(
+            inputs["temperature.s"], inputs["temperature.t"], inputs["temperature.y"], temperature, 1.0
+        )
     return out

@@ -6,11 +6,19 @@ import statistics
 
 import torch
 
-from coursekit.ex04 import MAX_COMPILES, batch_of, length_stream
-from grader.exercises.ex04.public import ask_batches, buckets, expect_outputs, naive, per_sequence
+from coursekit.lessons.dynamic_shapes.givens import MAX_COMPILES, batch_of, length_stream
+from grader.exercises.ex04.public import (
+    MASK_HINT,
+    ask_batches,
+    batches_payload,
+    buckets,
+    expect_outputs,
+    naive,
+    per_sequence,
+    weights,
+)
 from grader.judging import assert_close, assert_consistent
-from grader.exercises.ex04.public import MASK_HINT, batches_payload, weights
-from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.registry import Measured, Shortfall, check
 from grader.speed import time_baseline, time_once
 
 STREAM_BATCHES = 16
@@ -45,8 +53,13 @@ def _counted(learner, ctx, warm: bool) -> tuple[int, str | None]:
     if recompiled is None:
         own = ask_batches(learner, "ex04.outputs", stream, model, compiled=True)
         for name in stream:
-            assert_consistent(got.tensor(f"{name}.out"), own.tensor(f"{name}.out"),
-                              f"the counted stream's output on {name}", rtol=1e-4, atol=1e-6)
+            assert_consistent(
+                got.tensor(f"{name}.out"),
+                own.tensor(f"{name}.out"),
+                f"the counted stream's output on {name}",
+                rtol=1e-4,
+                atol=1e-6,
+            )
     return got.value("frames", int), recompiled
 
 
@@ -56,12 +69,18 @@ def stream_compile_bound(learner, ctx) -> Measured:
     frames, _ = _counted(learner, ctx, warm=False)
     if frames > MAX_COMPILES:
         limit = torch._dynamo.config.recompile_limit
-        cliff = (f" It reached recompile_limit={limit}: from then on Dynamo ran your model eagerly, silently."
-                 if frames >= limit else "")
-        raise Shortfall(f"{STREAM_BATCHES} batches compiled {frames} times; at most {MAX_COMPILES} allowed.{cliff} "
-                        "Each new padded length, and each new value of a Python number the model reads "
-                        "(a call counter?), is a recompile: TORCH_LOGS=recompiles names the failing guard.",
-                        measured=frames, required=MAX_COMPILES)
+        cliff = (
+            f" It reached recompile_limit={limit}: from then on Dynamo ran your model eagerly, silently."
+            if frames >= limit
+            else ""
+        )
+        raise Shortfall(
+            f"{STREAM_BATCHES} batches compiled {frames} times; at most {MAX_COMPILES} allowed.{cliff} "
+            "Each new padded length, and each new value of a Python number the model reads "
+            "(a call counter?), is a recompile: TORCH_LOGS=recompiles names the failing guard.",
+            measured=frames,
+            required=MAX_COMPILES,
+        )
     return Measured(frames, MAX_COMPILES, f"{frames} compiles for {STREAM_BATCHES} batches")
 
 
@@ -70,9 +89,12 @@ def stream_no_recompile(learner, ctx) -> Measured:
     """After one batch per bucket, torch.compiler.set_stance('fail_on_recompile') holds over a hidden stream."""
     _, recompiled = _counted(learner, ctx, warm=True)
     if recompiled:
-        raise Shortfall(f"a batch recompiled after every bucket had been seen once: {recompiled}. A Python "
-                        "number that changes per call (a counter attribute?) or an unbucketed length does this.",
-                        measured=1, required=0)
+        raise Shortfall(
+            f"a batch recompiled after every bucket had been seen once: {recompiled}. A Python "
+            "number that changes per call (a counter attribute?) or an unbucketed length does this.",
+            measured=1,
+            required=0,
+        )
     return Measured(0, 0, "no recompiles after warm-up")
 
 
@@ -101,31 +123,33 @@ def stream_speed(learner, ctx) -> Measured:
     args, tensors = {**payload, "keep": keep, "backend": STREAM_BACKEND}, {**tensors, **weights(model)}
     ratios, baseline_times, candidate_times = [], [], []
     for trial in range(STREAM_TRIALS):
-        for side in ((0, 1) if trial % 2 == 0 else (1, 0)):
+        for side in (0, 1) if trial % 2 == 0 else (1, 0):
             if side == 0:
                 baseline_times.append(time_baseline(baseline, learner, ctx.device)[0])
             else:
                 seconds, got = time_once(learner, "ex04.cold_stream", args, tensors)
                 candidate_times.append(seconds)
                 for name in keep:
-                    assert_close(got.tensor(f"{name}.out"), per_sequence(model, stream[name]), torch.float32,
-                                 f"output of stream batch {name} during timing", MASK_HINT)
+                    assert_close(
+                        got.tensor(f"{name}.out"),
+                        per_sequence(model, stream[name]),
+                        torch.float32,
+                        f"output of stream batch {name} during timing",
+                        MASK_HINT,
+                    )
         ratios.append(baseline_times[-1] / candidate_times[-1])
     torch.compiler.reset()
     speedup = statistics.median(ratios)
     required = ctx.required_speedup("ex04.stream.speed")
-    detail = (f"{speedup:.2f}x the grader's statically compiled NaiveTagger over {len(stream)} cold batches "
-              f"(median of {STREAM_TRIALS} trials; {statistics.median(baseline_times):.2f} s vs "
-              f"{statistics.median(candidate_times):.2f} s, compiles included)")
+    detail = (
+        f"{speedup:.2f}x the grader's statically compiled NaiveTagger over {len(stream)} cold batches "
+        f"(median of {STREAM_TRIALS} trials; {statistics.median(baseline_times):.2f} s vs "
+        f"{statistics.median(candidate_times):.2f} s, compiles included)"
+    )
     if speedup < required:
-        raise Shortfall(f"the stream is too slow: {detail}; required {required:.2f}x. Count your compiles.",
-                        measured=speedup, required=required)
+        raise Shortfall(
+            f"the stream is too slow: {detail}; required {required:.2f}x. Count your compiles.",
+            measured=speedup,
+            required=required,
+        )
     return Measured(speedup, required, detail)
-
-
-# Report rows follow the notebook: public checks first, as the tasks come.
-ORDER = ("ex04.collate.layout", "ex04.tagger.outputs", "ex04.stream.outputs", "ex04.stream.compile_bound",
-         "ex04.stream.no_recompile_after_warmup", "ex04.stream.speed")
-
-
-in_report_order(ORDER)

@@ -7,13 +7,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.ex04 import MAX_BUCKETS, MAX_LEN, PAD, NaiveTagger, sequence
+from coursekit.lessons.dynamic_shapes.givens import MAX_BUCKETS, MAX_LEN, PAD, NaiveTagger, sequence
 from grader.judging import assert_close
 from grader.protocol import Answer
 from grader.registry import check
 
-MASK_HINT = ("Average over real positions only: (h * mask).sum(1) / mask.sum(1); padding rows of the batch "
-             "must not change any real row's result.")
+MASK_HINT = (
+    "Average over real positions only: (h * mask).sum(1) / mask.sum(1); padding rows of the batch "
+    "must not change any real row's result."
+)
 
 
 def naive(seed: int = 0) -> NaiveTagger:
@@ -38,16 +40,22 @@ def batches_payload(batches: dict[str, list[torch.Tensor]]) -> tuple[dict, dict[
     return {"rows": {name: len(seqs) for name, seqs in batches.items()}}, tensors
 
 
-def ask_batches(learner, probe: str, batches: dict[str, list[torch.Tensor]], model: nn.Module | None = None,
-                **args) -> Answer:
+def ask_batches(
+    learner, probe: str, batches: dict[str, list[torch.Tensor]], model: nn.Module | None = None, **args
+) -> Answer:
     payload, tensors = batches_payload(batches)
     return learner.ask(probe, {**payload, **args}, {**tensors, **(weights(model) if model is not None else {})})
 
 
 def expect_outputs(got: Answer, model: NaiveTagger, batches: dict[str, list[torch.Tensor]], what: str) -> None:
     for name, seqs in batches.items():
-        assert_close(got.tensor(f"{name}.out"), per_sequence(model, seqs), torch.float32,
-                     f"{what} on {name} (lengths {[len(s) for s in seqs][:8]})", MASK_HINT)
+        assert_close(
+            got.tensor(f"{name}.out"),
+            per_sequence(model, seqs),
+            torch.float32,
+            f"{what} on {name} (lengths {[len(s) for s in seqs][:8]})",
+            MASK_HINT,
+        )
 
 
 def buckets(learner) -> list[int]:
@@ -64,8 +72,10 @@ def buckets(learner) -> list[int]:
         raise AssertionError("bucket_length must never decrease as n grows")
     distinct = sorted(set(values))
     if len(distinct) > MAX_BUCKETS:
-        raise AssertionError(f"bucket_length gives {len(distinct)} distinct lengths over 1..{MAX_LEN}; at most "
-                             f"{MAX_BUCKETS} keep compiles bounded (e.g. powers of two from 16 to {MAX_LEN})")
+        raise AssertionError(
+            f"bucket_length gives {len(distinct)} distinct lengths over 1..{MAX_LEN}; at most "
+            f"{MAX_BUCKETS} keep compiles bounded (e.g. powers of two from 16 to {MAX_LEN})"
+        )
     return values
 
 
@@ -73,16 +83,19 @@ def buckets(learner) -> list[int]:
 def collate_layout(learner, ctx) -> None:
     """collate pads to bucket_length of the longest sequence, with PAD and a bool mask; buckets are few."""
     lengths_of = buckets(learner)
-    batches = {f"b{k}": [sequence(n, 7 * n + i) for i, n in enumerate(lengths)]
-               for k, lengths in enumerate(([3, 5, 5], [16], [17, 2, 9], [MAX_LEN, 1]))}
+    batches = {
+        f"b{k}": [sequence(n, 7 * n + i) for i, n in enumerate(lengths)]
+        for k, lengths in enumerate(([3, 5, 5], [16], [17, 2, 9], [MAX_LEN, 1]))
+    }
     got = ask_batches(learner, "ex04.collate", batches)
     for name, seqs in batches.items():
         lengths = [len(s) for s in seqs]
         tokens, mask = got.tensor(f"{name}.tokens"), got.tensor(f"{name}.mask")
         want = (len(seqs), lengths_of[max(lengths) - 1])
         if tuple(tokens.shape) != want or tuple(mask.shape) != want:
-            raise AssertionError(f"for lengths {lengths}: tokens {tuple(tokens.shape)}, mask {tuple(mask.shape)}; "
-                                 f"expected both {want}")
+            raise AssertionError(
+                f"for lengths {lengths}: tokens {tuple(tokens.shape)}, mask {tuple(mask.shape)}; expected both {want}"
+            )
         if tokens.dtype != torch.long or mask.dtype != torch.bool:
             raise AssertionError(f"tokens must be int64 and mask bool; got {tokens.dtype} and {mask.dtype}")
         for row, seq in enumerate(seqs):
@@ -93,12 +106,15 @@ def collate_layout(learner, ctx) -> None:
                 raise AssertionError(f"row {row} (length {n}): mask must be True on the {n} real tokens only")
 
 
-@check("ex04.tagger.outputs", kind="correctness", points=2, needs=("MaskedTagger", "collate", "bucket_length"),
-       public=True)
+@check(
+    "ex04.tagger.outputs", kind="correctness", points=2, needs=("MaskedTagger", "collate", "bucket_length"), public=True
+)
 def tagger_outputs(learner, ctx) -> None:
     """MaskedTagger on padded batches equals NaiveTagger on each unpadded sequence (eager)."""
     model = naive()
-    batches = {f"batch{k}": [sequence(n, 11 * n + i) for i, n in enumerate(lengths)]
-               for k, lengths in enumerate(([5, 5, 5], [3, 17, 30, 2], [MAX_LEN - 1, 64], [1, 16]))}
+    batches = {
+        f"batch{k}": [sequence(n, 11 * n + i) for i, n in enumerate(lengths)]
+        for k, lengths in enumerate(([5, 5, 5], [3, 17, 30, 2], [MAX_LEN - 1, 64], [1, 16]))
+    }
     got = ask_batches(learner, "ex04.outputs", batches, model, compiled=False)
     expect_outputs(got, model, batches, "MaskedTagger")

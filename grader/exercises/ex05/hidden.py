@@ -12,11 +12,11 @@ import random
 
 import torch
 
-from coursekit.debugging import Bug
-from coursekit.ex05 import make_input
+from coursekit.lessons.debugging.givens import make_input
+from coursekit.lessons.debugging.material import Bug
 from grader.exercises.ex05.probes import DECOMPOSED, DEVICE, FIX_HINT, LOWERED
 from grader.exercises.ex05.public import ask_fix, compare_fb, expect_backend, expect_culprit, reference_fb
-from grader.registry import check, in_report_order
+from grader.registry import check
 
 DECOMPOSITION = "aot_eager_decomp_partition"
 
@@ -31,16 +31,20 @@ def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str |
     """``(op, decoy, bugs, expected first failing backend)`` for the ladder or the culprit check."""
     (d1, d2, d3), (l1, l2, l3) = drawn(ctx)
     if which == "ladder":
-        return [(d1, l3, (Bug("wrong_decomposition", d1),), DECOMPOSITION),
-                (l1, d3, (Bug("crashing_lowering", l1),), "inductor"),
-                (l2, d2, (Bug("wrong_lowering", l2),), "inductor"),
-                (d2, l1, (Bug("crashing_decomposition", d2),), DECOMPOSITION),
-                (d3, l2, (), None)]
-    return [(d3, l1, (Bug("wrong_decomposition", d3),), DECOMPOSITION),
-            (l2, d1, (Bug("crashing_lowering", l2),), "inductor"),
-            (l3, d2, (Bug("wrong_lowering", l3),), "inductor"),
-            (d1, l3, (Bug("crashing_decomposition", d1),), DECOMPOSITION),
-            (l1, d2, (), None)]
+        return [
+            (d1, l3, (Bug("wrong_decomposition", d1),), DECOMPOSITION),
+            (l1, d3, (Bug("crashing_lowering", l1),), "inductor"),
+            (l2, d2, (Bug("wrong_lowering", l2),), "inductor"),
+            (d2, l1, (Bug("crashing_decomposition", d2),), DECOMPOSITION),
+            (d3, l2, (), None),
+        ]
+    return [
+        (d3, l1, (Bug("wrong_decomposition", d3),), DECOMPOSITION),
+        (l2, d1, (Bug("crashing_lowering", l2),), "inductor"),
+        (l3, d2, (Bug("wrong_lowering", l3),), "inductor"),
+        (d1, l3, (Bug("crashing_decomposition", d1),), DECOMPOSITION),
+        (l1, d2, (), None),
+    ]
 
 
 def case_name(op: str, decoy: str, bugs: tuple[Bug, ...]) -> str:
@@ -81,8 +85,10 @@ def culprit_hidden(learner, ctx) -> None:
 def fix_edge(learner, ctx) -> None:
     """FixedGatedMLP matches GatedMLP in float64 and on saturating inputs, eagerly and compiled under the bugs."""
     seed = ctx.secret_seed % 1000 + 20
-    hint = ("Both rewritten operations must equal the originals everywhere: check very negative, near-zero and "
-            "very positive inputs (a piecewise function has a value on each piece). " + FIX_HINT)
+    hint = (
+        "Both rewritten operations must equal the originals everywhere: check very negative, near-zero and "
+        "very positive inputs (a piecewise function has a value on each piece). " + FIX_HINT
+    )
     for dtype in (torch.float64, torch.float32):
         x = make_input(seed, DEVICE, scale=5.0, dtype=dtype)
         want = reference_fb(seed, x, dtype, up_scale=4.0)
@@ -90,13 +96,6 @@ def fix_edge(learner, ctx) -> None:
         got = ask_fix(learner, seed, x, compiled=dtype == torch.float32, dtype=name, up_scale=4.0)
         compare_fb(got, "eager", want, dtype, f"FixedGatedMLP vs GatedMLP, eager, {name}, saturating inputs", hint)
         if dtype == torch.float32:
-            compare_fb(got, "compiled", want, dtype, "FixedGatedMLP compiled under the planted bugs, saturating inputs",
-                       hint)
-
-
-# Report rows follow the notebook: public checks first, as the tasks come.
-ORDER = ("ex05.ladder.given", "ex05.ladder.hidden", "ex05.ladder.inference_mode", "ex05.culprit.given",
-         "ex05.culprit.hidden", "ex05.fix.values", "ex05.fix.one_graph", "ex05.fix.edge")
-
-
-in_report_order(ORDER)
+            compare_fb(
+                got, "compiled", want, dtype, "FixedGatedMLP compiled under the planted bugs, saturating inputs", hint
+            )

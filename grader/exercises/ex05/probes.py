@@ -14,21 +14,45 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit.debugging import Bug, TinyDistiller, gist, lesson_input, planted, reset_bisector, restore_dispatch_state
-from coursekit.ex05 import GatedMLP, make_input, make_model
+from coursekit.lessons.debugging.givens import GatedMLP, make_input, make_model
+from coursekit.lessons.debugging.material import (
+    Bug,
+    TinyDistiller,
+    gist,
+    lesson_input,
+    planted,
+    reset_bisector,
+    restore_dispatch_state,
+)
 from grader.probing import Call, Failure, Reply, plain, probe
 
 DEVICE = "cpu"
-FIX_HINT = ("Rewrite the two culprit operations in FixedGatedMLP (override activation and gate) with other "
-            "operations that compute the same values, so that no planted bug is reached.")
+FIX_HINT = (
+    "Rewrite the two culprit operations in FixedGatedMLP (override activation and gate) with other "
+    "operations that compute the same values, so that no planted bug is reached."
+)
 # operators Inductor decomposes (a planted bug shows from aot_eager_decomp_partition on) ...
-DECOMPOSED: dict[str, Callable] = {"elu": F.elu, "softplus": F.softplus, "mish": F.mish,
-                                   "leaky_relu": lambda x: F.leaky_relu(x, negative_slope=0.1),
-                                   "hardsigmoid": F.hardsigmoid, "silu": F.silu, "celu": F.celu}
+DECOMPOSED: dict[str, Callable] = {
+    "elu": F.elu,
+    "softplus": F.softplus,
+    "mish": F.mish,
+    "leaky_relu": lambda x: F.leaky_relu(x, negative_slope=0.1),
+    "hardsigmoid": F.hardsigmoid,
+    "silu": F.silu,
+    "celu": F.celu,
+}
 # ... and operators it lowers as they are (a planted bug shows only with inductor)
-LOWERED: dict[str, Callable] = {"exp": torch.exp, "sin": torch.sin, "cos": torch.cos, "atan": torch.atan,
-                                "expm1": torch.expm1, "erf": torch.erf, "sinh": torch.sinh, "cosh": torch.cosh,
-                                "abs": torch.abs}
+LOWERED: dict[str, Callable] = {
+    "exp": torch.exp,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "atan": torch.atan,
+    "expm1": torch.expm1,
+    "erf": torch.erf,
+    "sinh": torch.sinh,
+    "cosh": torch.cosh,
+    "abs": torch.abs,
+}
 OPS = {**DECOMPOSED, **LOWERED}
 
 
@@ -54,8 +78,7 @@ def subject(spec: dict[str, Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         return make_model(seed, DEVICE).requires_grad_(False), (make_input(seed, DEVICE),)
     if spec["model"] == "probe":
         torch.manual_seed(seed)
-        return Probe(spec["op"], spec["decoy"]).to(DEVICE).requires_grad_(False), (make_input(seed, DEVICE,
-                                                                                              scale=1.0),)
+        return Probe(spec["op"], spec["decoy"]).to(DEVICE).requires_grad_(False), (make_input(seed, DEVICE, scale=1.0),)
     torch.manual_seed(seed)
     model = TinyDistiller(spec["mode"], dim=24, classes=6).to(DEVICE)
     return model, (lesson_input(seed, DEVICE, batch=3, tokens=5, dim=24),)
@@ -93,11 +116,15 @@ def ladder(call: Call) -> Reply:
     model, args = subject(call.arg("subject"))
     fn = call.get("first_failing_backend")
     with planted(*bugs(call)):
-        got = call_learner(fn, (model, args), f"first_failing_backend on {call.arg('case')}",
-                           "A crash inside torch.compile is a failing rung: catch it (except Exception) and return "
-                           "that backend.")
-    return Reply({"answer": got if got is None or isinstance(got, str) else repr(got)[:100],
-                  "type": type(got).__name__})
+        got = call_learner(
+            fn,
+            (model, args),
+            f"first_failing_backend on {call.arg('case')}",
+            "A crash inside torch.compile is a failing rung: catch it (except Exception) and return that backend.",
+        )
+    return Reply(
+        {"answer": got if got is None or isinstance(got, str) else repr(got)[:100], "type": type(got).__name__}
+    )
 
 
 @probe("ex05.culprit")
@@ -106,8 +133,12 @@ def culprit(call: Call) -> Reply:
     model, args = subject(call.arg("subject"))
     fn = call.get("find_culprit")
     with planted(*bugs(call)):
-        got = call_learner(fn, (model, args), f"find_culprit on {call.arg('case')}",
-                           "The function you give do_bisect must return False on an exception, not raise it.")
+        got = call_learner(
+            fn,
+            (model, args),
+            f"find_culprit on {call.arg('case')}",
+            "The function you give do_bisect must return False on an exception, not raise it.",
+        )
     if got is None:
         return Reply({"answer": None})
     if not (isinstance(got, tuple) and len(got) == 3):
@@ -119,15 +150,19 @@ def fixed_model(call: Call, seed: int, dtype: torch.dtype) -> nn.Module:
     """The learner's ``FixedGatedMLP`` loaded with a seeded ``GatedMLP``'s weights (scaled when asked)."""
     factory = call.get("FixedGatedMLP")
     if not (isinstance(factory, type) and issubclass(factory, GatedMLP)):
-        raise Failure("FixedGatedMLP must subclass GatedMLP (class FixedGatedMLP(GatedMLP)), so that it keeps the "
-                      "layers and the weights of the model it fixes")
+        raise Failure(
+            "FixedGatedMLP must subclass GatedMLP (class FixedGatedMLP(GatedMLP)), so that it keeps the "
+            "layers and the weights of the model it fixes"
+        )
     reference = make_model(seed, DEVICE).to(dtype)
     fixed = factory().to(DEVICE, dtype)
     try:
         fixed.load_state_dict(reference.state_dict())
     except RuntimeError as exc:
-        raise Failure(f"FixedGatedMLP cannot load a GatedMLP's state_dict: {str(exc)[:200]}. Keep the same "
-                      "parameters, so trained weights still load into the fixed model.") from None
+        raise Failure(
+            f"FixedGatedMLP cannot load a GatedMLP's state_dict: {str(exc)[:200]}. Keep the same "
+            "parameters, so trained weights still load into the fixed model."
+        ) from None
     if call.arg("up_scale"):
         with torch.no_grad():
             fixed.up.weight.mul_(float(call.arg("up_scale")))  # pre-activations far into every regime
@@ -140,16 +175,19 @@ def forward_backward(model: Callable, module: nn.Module, x: torch.Tensor, prefix
     out = model(x)
     plain(out, "the model's output")
     out.sum().backward()
-    return {f"{prefix}.out": out.detach().cpu(),
-            **{f"{prefix}.grad.{n}": p.grad.detach().cpu() for n, p in module.named_parameters() if p.grad is not None}}
+    return {
+        f"{prefix}.out": out.detach().cpu(),
+        **{f"{prefix}.grad.{n}": p.grad.detach().cpu() for n, p in module.named_parameters() if p.grad is not None},
+    }
 
 
 @probe("ex05.fix")
 def fix(call: Call) -> Reply:
     """FixedGatedMLP's output and gradients eagerly, and compiled with Inductor (or the judge's counting backend)
     while the exercise's bugs are planted."""
-    from coursekit.ex05 import _EXERCISE_BUGS
     from torch._dynamo.testing import CompileCounterWithBackend
+
+    from coursekit.lessons.debugging.givens import EXERCISE_BUGS
 
     dtype = getattr(torch, call.arg("dtype"))
     fixed = fixed_model(call, int(call.arg("seed")), dtype)
@@ -158,11 +196,14 @@ def fix(call: Call) -> Reply:
     values = {}
     if call.arg("compiled"):
         counter = CompileCounterWithBackend("inductor")
-        with planted(*_EXERCISE_BUGS):
+        with planted(*EXERCISE_BUGS):
             compiled = torch.compile(fixed, backend=counter if call.arg("count") else "inductor")
-            out |= call_learner(forward_backward, (compiled, fixed, x, "compiled"),
-                                "torch.compile(FixedGatedMLP) with the planted bugs",
-                                "A planted bug still reaches your model: run your ladder and find_culprit on "
-                                "FixedGatedMLP. " + FIX_HINT)
+            out |= call_learner(
+                forward_backward,
+                (compiled, fixed, x, "compiled"),
+                "torch.compile(FixedGatedMLP) with the planted bugs",
+                "A planted bug still reaches your model: run your ladder and find_culprit on "
+                "FixedGatedMLP. " + FIX_HINT,
+            )
         values = {"frames": counter.frame_count, "ops": counter.op_count} if call.arg("count") else {}
     return Reply(values, out)

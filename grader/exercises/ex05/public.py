@@ -13,22 +13,26 @@ from typing import Any
 
 import torch
 
-from coursekit.debugging import LADDER, Bug
-from coursekit.ex05 import _EXERCISE_BUGS, make_input, make_model
+from coursekit.lessons.debugging.givens import EXERCISE_BUGS, make_input, make_model
+from coursekit.lessons.debugging.material import LADDER, Bug
 from grader.exercises.ex05.probes import DEVICE, FIX_HINT
 from grader.judging import assert_close, assert_consistent
 from grader.protocol import Answer
 from grader.registry import Measured, check
 
-WRONG_DECOMPOSITION, CRASHING_LOWERING = _EXERCISE_BUGS
+WRONG_DECOMPOSITION, CRASHING_LOWERING = EXERCISE_BUGS
 LADDER_TEXT = " -> ".join(LADDER)
-LADDER_HINT = (f"Try the backends in order, {LADDER_TEXT}, each after torch.compiler.reset(), compare each "
-               "output with the eager one within a tolerance, count an exception as a failure, and return the "
-               "first backend that fails (None if none does).")
-CULPRIT_HINT = ("Call CompilerBisector.do_bisect(test) with a test() that runs torch.compiler.reset(), compiles fn "
-                "with torch.compile (the bisector picks the backend) and returns True when the output matches eager "
-                "(False on a mismatch or an exception); return (result.backend, result.subsystem, the operator "
-                "named in result.debug_info), or None when do_bisect returns None.")
+LADDER_HINT = (
+    f"Try the backends in order, {LADDER_TEXT}, each after torch.compiler.reset(), compare each "
+    "output with the eager one within a tolerance, count an exception as a failure, and return the "
+    "first backend that fails (None if none does)."
+)
+CULPRIT_HINT = (
+    "Call CompilerBisector.do_bisect(test) with a test() that runs torch.compiler.reset(), compiles fn "
+    "with torch.compile (the bisector picks the backend) and returns True when the output matches eager "
+    "(False on a mismatch or an exception); return (result.backend, result.subsystem, the operator "
+    "named in result.debug_info), or None when do_bisect returns None."
+)
 
 
 def _bugs(bugs: tuple[Bug, ...]) -> list[list[str]]:
@@ -42,23 +46,33 @@ def expect_backend(learner, subject: dict, bugs: tuple[Bug, ...], expected: str 
     if answer == expected and (answer is None or got.values.get("type") == "str"):
         return
     if got.values.get("type") not in ("str", "NoneType"):
-        raise AssertionError(f"first_failing_backend returned {str(answer)[:100]} on {case}; expected a backend name "
-                             "or None")
+        raise AssertionError(
+            f"first_failing_backend returned {str(answer)[:100]} on {case}; expected a backend name or None"
+        )
     if expected is None:
-        why = (f"nothing is broken there, but your ladder says {answer!r} fails. Compiled code is not bit-identical "
-               "to eager (decompositions and generated kernels round differently): compare with a tolerance, "
-               "e.g. torch.allclose(out, expected, rtol=1e-3, atol=1e-4), not torch.equal or ==."
-               if answer in LADDER else f"expected None, got {str(answer)[:60]!r}.")
+        why = (
+            f"nothing is broken there, but your ladder says {answer!r} fails. Compiled code is not bit-identical "
+            "to eager (decompositions and generated kernels round differently): compare with a tolerance, "
+            "e.g. torch.allclose(out, expected, rtol=1e-3, atol=1e-4), not torch.equal or ==."
+            if answer in LADDER
+            else f"expected None, got {str(answer)[:60]!r}."
+        )
     elif answer is None:
-        why = (f"the {expected} rung fails there, but your ladder reports no failure. Check that every backend is "
-               "tried, that a mismatch counts as a failure, and that you return the first failing backend.")
+        why = (
+            f"the {expected} rung fails there, but your ladder reports no failure. Check that every backend is "
+            "tried, that a mismatch counts as a failure, and that you return the first failing backend."
+        )
     elif answer in LADDER and LADDER.index(answer) < LADDER.index(expected):
-        why = (f"the first failing backend is {expected!r}, but your ladder says {answer!r}, a rung that works there. "
-               "Compiled code is not bit-identical to eager: compare with a tolerance, and call "
-               "torch.compiler.reset() before each backend.")
+        why = (
+            f"the first failing backend is {expected!r}, but your ladder says {answer!r}, a rung that works there. "
+            "Compiled code is not bit-identical to eager: compare with a tolerance, and call "
+            "torch.compiler.reset() before each backend."
+        )
     elif expected == "aot_eager_decomp_partition" and answer == "inductor":
-        why = ("the failure appears already at aot_eager_decomp_partition, but your ladder says inductor: is that "
-               "rung missing? It separates Inductor's decompositions (applied by AOTAutograd) from Inductor itself.")
+        why = (
+            "the failure appears already at aot_eager_decomp_partition, but your ladder says inductor: is that "
+            "rung missing? It separates Inductor's decompositions (applied by AOTAutograd) from Inductor itself."
+        )
     else:
         why = f"the first failing backend is {expected!r}, your ladder says {str(answer)[:60]!r}."
     raise AssertionError(f"first_failing_backend on {case}: {why} {LADDER_HINT}")
@@ -68,37 +82,50 @@ def normalise_op(op: Any) -> Any:
     return op.strip().removeprefix("aten.").split(".")[0] if isinstance(op, str) else op
 
 
-def expect_culprit(learner, subject: dict, bugs: tuple[Bug, ...],
-                   expected: tuple[str, str | None, str | None] | None, case: str) -> None:
+def expect_culprit(
+    learner, subject: dict, bugs: tuple[Bug, ...], expected: tuple[str, str | None, str | None] | None, case: str
+) -> None:
     """``find_culprit`` with ``bugs`` planted must name ``expected`` (backend, subsystem, operator)."""
     got = learner.ask("ex05.culprit", {"subject": subject, "bugs": _bugs(bugs), "case": case})
     answer = got.values.get("answer")
     if expected is None:
         if answer is not None:
-            raise AssertionError(f"find_culprit on {case}: nothing is broken there, but you returned "
-                                 f"{str(answer)[:100]}; return None when CompilerBisector.do_bisect returns None. "
-                                 f"Compare outputs with a tolerance: compiled code is not bit-identical to eager. "
-                                 + CULPRIT_HINT)
+            raise AssertionError(
+                f"find_culprit on {case}: nothing is broken there, but you returned "
+                f"{str(answer)[:100]}; return None when CompilerBisector.do_bisect returns None. "
+                f"Compare outputs with a tolerance: compiled code is not bit-identical to eager. " + CULPRIT_HINT
+            )
         return
     if got.values.get("malformed") or not (isinstance(answer, list) and len(answer) == 3):
-        raise AssertionError(f"find_culprit on {case} returned {str(answer)[:100]}; expected a tuple (backend, "
-                             "subsystem, op). " + CULPRIT_HINT)
+        raise AssertionError(
+            f"find_culprit on {case} returned {str(answer)[:100]}; expected a tuple (backend, "
+            "subsystem, op). " + CULPRIT_HINT
+        )
     backend, subsystem, op = answer
     want_backend, want_subsystem, want_op = expected
     if backend != want_backend:
-        raise AssertionError(f"find_culprit on {case}: backend {str(backend)[:60]!r}, but the first backend that "
-                             f"fails there is {want_backend!r}. {CULPRIT_HINT}")
+        raise AssertionError(
+            f"find_culprit on {case}: backend {str(backend)[:60]!r}, but the first backend that "
+            f"fails there is {want_backend!r}. {CULPRIT_HINT}"
+        )
     if subsystem != want_subsystem:
-        extra = (" A subsystem of None after the right backend usually means the bisector's runs did not really "
-                 "recompile: call torch.compiler.reset() at the start of each run, or Dynamo reuses the code it "
-                 "compiled before and nothing the bisector switches off makes a difference."
-                 if subsystem is None else "")
-        raise AssertionError(f"find_culprit on {case}: subsystem {str(subsystem)[:60]!r}, expected "
-                             f"{want_subsystem!r}.{extra} " + CULPRIT_HINT)
+        extra = (
+            " A subsystem of None after the right backend usually means the bisector's runs did not really "
+            "recompile: call torch.compiler.reset() at the start of each run, or Dynamo reuses the code it "
+            "compiled before and nothing the bisector switches off makes a difference."
+            if subsystem is None
+            else ""
+        )
+        raise AssertionError(
+            f"find_culprit on {case}: subsystem {str(subsystem)[:60]!r}, expected "
+            f"{want_subsystem!r}.{extra} " + CULPRIT_HINT
+        )
     if normalise_op(op) != want_op:
-        raise AssertionError(f"find_culprit on {case}: operator {str(op)[:80]!r}, expected the one the bisector names "
-                             f"in debug_info, reduced to its ATen name (e.g. 'hardtanh' from \"<OpOverload(op='aten."
-                             f"hardtanh', overload='default')>\", 'cos' from a graph node 'cos_2').")
+        raise AssertionError(
+            f"find_culprit on {case}: operator {str(op)[:80]!r}, expected the one the bisector names "
+            f"in debug_info, reduced to its ATen name (e.g. 'hardtanh' from \"<OpOverload(op='aten."
+            f"hardtanh', overload='default')>\", 'cos' from a graph node 'cos_2')."
+        )
 
 
 @check("ex05.ladder.given", kind="correctness", points=2, needs=("first_failing_backend",), public=True)
@@ -107,23 +134,37 @@ def ladder_given(learner, ctx) -> None:
     planted bug's rung."""
     subject = {"model": "gated", "seed": 0}
     expect_backend(learner, subject, (), None, "GatedMLP with no planted bug")
-    expect_backend(learner, subject, _EXERCISE_BUGS, "aot_eager_decomp_partition",
-                   "GatedMLP with the exercise's two bugs planted")
-    expect_backend(learner, subject, (CRASHING_LOWERING,), "inductor", "GatedMLP with only the exercise's crash planted")
+    expect_backend(
+        learner, subject, EXERCISE_BUGS, "aot_eager_decomp_partition", "GatedMLP with the exercise's two bugs planted"
+    )
+    expect_backend(
+        learner, subject, (CRASHING_LOWERING,), "inductor", "GatedMLP with only the exercise's crash planted"
+    )
 
 
 @check("ex05.culprit.given", kind="correctness", points=2, needs=("find_culprit",), public=True)
 def culprit_given(learner, ctx) -> None:
     """find_culprit bisects each of the exercise's planted bugs to its backend, subsystem and operator."""
     subject = {"model": "gated", "seed": 1}
-    expect_culprit(learner, subject, _EXERCISE_BUGS, ("aot_eager_decomp_partition", "decomposition", "hardswish"),
-                   "GatedMLP with the exercise's two bugs planted")
-    expect_culprit(learner, subject, (CRASHING_LOWERING,), ("inductor", "lowerings", "sigmoid"),
-                   "GatedMLP with only the exercise's crash planted")
+    expect_culprit(
+        learner,
+        subject,
+        EXERCISE_BUGS,
+        ("aot_eager_decomp_partition", "decomposition", "hardswish"),
+        "GatedMLP with the exercise's two bugs planted",
+    )
+    expect_culprit(
+        learner,
+        subject,
+        (CRASHING_LOWERING,),
+        ("inductor", "lowerings", "sigmoid"),
+        "GatedMLP with only the exercise's crash planted",
+    )
 
 
-def reference_fb(seed: int, x: torch.Tensor, dtype: torch.dtype = torch.float32,
-                 up_scale: float | None = None) -> dict[str, torch.Tensor]:
+def reference_fb(
+    seed: int, x: torch.Tensor, dtype: torch.dtype = torch.float32, up_scale: float | None = None
+) -> dict[str, torch.Tensor]:
     """The given GatedMLP's output and parameter gradients (of the output's sum) on ``x``."""
     model = make_model(seed, DEVICE).to(dtype)
     if up_scale:
@@ -134,22 +175,33 @@ def reference_fb(seed: int, x: torch.Tensor, dtype: torch.dtype = torch.float32,
     return {"out": out.detach(), **{f"grad.{n}": p.grad for n, p in model.named_parameters()}}
 
 
-def compare_fb(got: Answer, prefix: str, want: dict[str, torch.Tensor], dtype: torch.dtype, what: str,
-               hint: str) -> None:
+def compare_fb(
+    got: Answer, prefix: str, want: dict[str, torch.Tensor], dtype: torch.dtype, what: str, hint: str
+) -> None:
     assert_close(got.tensor(f"{prefix}.out"), want["out"], dtype, f"{what}: output", hint)
     for name, grad in want.items():
         if name == "out":
             continue
         if f"{prefix}.{name}" not in got.tensors:
             raise AssertionError(f"{what}: no gradient reached {name.removeprefix('grad.')}. {hint}")
-        assert_close(got.tensor(f"{prefix}.{name}"), grad, dtype, f"{what}: gradient of {name.removeprefix('grad.')}",
-                     hint)
+        assert_close(
+            got.tensor(f"{prefix}.{name}"), grad, dtype, f"{what}: gradient of {name.removeprefix('grad.')}", hint
+        )
 
 
-def ask_fix(learner, seed: int, x: torch.Tensor, *, compiled: bool, count: bool = False, dtype: str = "float32",
-            up_scale: float | None = None) -> Answer:
-    return learner.ask("ex05.fix", {"seed": seed, "compiled": compiled, "count": count, "dtype": dtype,
-                                    "up_scale": up_scale}, {"x": x})
+def ask_fix(
+    learner,
+    seed: int,
+    x: torch.Tensor,
+    *,
+    compiled: bool,
+    count: bool = False,
+    dtype: str = "float32",
+    up_scale: float | None = None,
+) -> Answer:
+    return learner.ask(
+        "ex05.fix", {"seed": seed, "compiled": compiled, "count": count, "dtype": dtype, "up_scale": up_scale}, {"x": x}
+    )
 
 
 @check("ex05.fix.values", kind="correctness", points=2, needs=("FixedGatedMLP",), public=True)
@@ -160,12 +212,22 @@ def fix_values(learner, ctx) -> None:
         x = make_input(10 + seed, DEVICE)
         want = reference_fb(seed, x)
         got = ask_fix(learner, seed, x, compiled=True)
-        compare_fb(got, "eager", want, torch.float32, f"FixedGatedMLP (eager, seed {seed}) vs GatedMLP",
-                   "The fix must not change what the model computes. " + FIX_HINT)
-        compare_fb(got, "compiled", want, torch.float32,
-                   f"FixedGatedMLP compiled with Inductor under the planted bugs (seed {seed}) vs eager GatedMLP",
-                   "A planted bug still reaches your model: run your ladder and find_culprit on FixedGatedMLP. "
-                   + FIX_HINT)
+        compare_fb(
+            got,
+            "eager",
+            want,
+            torch.float32,
+            f"FixedGatedMLP (eager, seed {seed}) vs GatedMLP",
+            "The fix must not change what the model computes. " + FIX_HINT,
+        )
+        compare_fb(
+            got,
+            "compiled",
+            want,
+            torch.float32,
+            f"FixedGatedMLP compiled with Inductor under the planted bugs (seed {seed}) vs eager GatedMLP",
+            "A planted bug still reaches your model: run your ladder and find_culprit on FixedGatedMLP. " + FIX_HINT,
+        )
 
 
 @check("ex05.fix.one_graph", kind="structure", points=2, needs=("FixedGatedMLP",), public=True)
@@ -175,15 +237,23 @@ def fix_one_graph(learner, ctx) -> Measured:
     x = make_input(12, DEVICE)
     got = ask_fix(learner, 2, x, compiled=True, count=True)
     own = ask_fix(learner, 2, x, compiled=True)
-    assert_consistent(got.tensor("compiled.out"), own.tensor("compiled.out"),
-                      "FixedGatedMLP's output while its graphs were counted", rtol=1e-4, atol=1e-6)
+    assert_consistent(
+        got.tensor("compiled.out"),
+        own.tensor("compiled.out"),
+        "FixedGatedMLP's output while its graphs were counted",
+        rtol=1e-4,
+        atol=1e-6,
+    )
     frames = got.value("frames", int)
     if frames == 1:
         return Measured(1, 1, f"one graph, {got.value('ops', int)} operations compiled by Inductor")
     if frames == 0:
-        raise AssertionError("Inductor compiled nothing: is forward (or the whole model) wrapped in "
-                             "torch.compiler.disable? Then the planted bugs are avoided by not compiling at all. "
-                             + FIX_HINT)
-    raise AssertionError(f"FixedGatedMLP compiled as {frames} graphs, not one: a graph break splits it "
-                         "(torch.compiler.disable around the culprits is one). Running a region eagerly is a fine "
-                         "stop-gap, but the fix asked for here keeps the whole model in one Inductor graph. " + FIX_HINT)
+        raise AssertionError(
+            "Inductor compiled nothing: is forward (or the whole model) wrapped in "
+            "torch.compiler.disable? Then the planted bugs are avoided by not compiling at all. " + FIX_HINT
+        )
+    raise AssertionError(
+        f"FixedGatedMLP compiled as {frames} graphs, not one: a graph break splits it "
+        "(torch.compiler.disable around the culprits is one). Running a region eagerly is a fine "
+        "stop-gap, but the fix asked for here keeps the whole model in one Inductor graph. " + FIX_HINT
+    )

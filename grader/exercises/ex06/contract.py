@@ -1,24 +1,34 @@
 """Exercise 6: the notebook and the names the grader reads from it (ships in the learner kit)."""
 
+from coursekit.lessons import lesson
 from grader.exercises import Name
 
-NOTEBOOK = "06_compile_time.ipynb"
+NOTEBOOK = lesson("ex06").exercise  # the lesson's manifest (coursekit/lessons/*/lesson.toml) names it
 NAMES = (
-    Name('compile_blocks',
-         "def compile_blocks(model: VisionTransformer, backend='inductor') -> nn.Module: regional compilation:"
-         ' each block of model.blocks compiled in place with block.compile(backend=backend) (the blocks share '
-         'one compiled graph; the state_dict keys do not change); returns the model.'),
-    Name('make_optimizer',
-         'def make_optimizer(model, lr: float = LR) -> torch.optim.AdamW: AdamW over every parameter with '
-         'weight_decay=WEIGHT_DECAY and the learning rate held in a tensor (torch.tensor(lr)).'),
-    Name('make_train_step',
-         "def make_train_step(model, optimizer, scheduler, backend='inductor') -> step(images, labels) -> "
-         'detached loss: cross-entropy of model(images), backward, then optimizer.step() and scheduler.step() '
-         'inside one function compiled with torch.compile(..., backend=backend), then the gradients cleared; '
-         'no recompile when the scheduler changes the learning rate.'),
+    Name(
+        "compile_blocks",
+        "def compile_blocks(model: VisionTransformer, backend='inductor') -> nn.Module: regional compilation:"
+        " each block of model.blocks compiled in place with block.compile(backend=backend) (the blocks share "
+        "one compiled graph; the state_dict keys do not change); returns the model.",
+    ),
+    Name(
+        "make_optimizer",
+        "def make_optimizer(model, lr: float = LR) -> torch.optim.AdamW: AdamW over every parameter with "
+        "weight_decay=WEIGHT_DECAY and the learning rate held in a tensor (torch.tensor(lr)).",
+    ),
+    Name(
+        "make_train_step",
+        "def make_train_step(model, optimizer, scheduler, backend='inductor') -> step(images, labels) -> "
+        "detached loss: cross-entropy of model(images), backward, then optimizer.step() and scheduler.step() "
+        "inside one function compiled with torch.compile(..., backend=backend), then the gradients cleared; "
+        "no recompile when the scheduler changes the learning rate.",
+    ),
 )
 
 # Interface names that other given code defines (the release scan reports them instead of refusing).
 SHOWN_IN_LESSONS = {
-    "make_optimizer": "coursekit/ex03.py: exercise 3's given optimiser (a float learning rate), not this answer",
+    "make_optimizer": (
+        "coursekit/lessons/distillation/givens.py: exercise 3's given optimiser (a float learning rate), "
+        "not this answer"
+    ),
 }

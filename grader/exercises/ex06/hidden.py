@@ -8,12 +8,16 @@ import statistics
 
 import torch
 
-from coursekit.ex06 import DEPTH, loss_fn, make_batch, make_model
+from coursekit.lessons.compile_time.givens import DEPTH, loss_fn, make_batch, make_model
 from grader.exercises.ex06.probes import REGIONAL_HINT, counter
-from grader.exercises.ex06.public import expect_no_recompile, expect_one_block_graph, expect_regional_values
-from grader.exercises.ex06.public import expect_same_training
+from grader.exercises.ex06.public import (
+    expect_no_recompile,
+    expect_one_block_graph,
+    expect_regional_values,
+    expect_same_training,
+)
 from grader.judging import assert_close
-from grader.registry import Measured, Shortfall, check, in_report_order
+from grader.registry import Measured, Shortfall, check
 from grader.speed import time_baseline, time_once
 
 OTHER_SHAPE = {"depth": 5, "dim": 48, "heads": 3}
@@ -31,8 +35,9 @@ def regional_other_model(learner, ctx) -> None:
 def other_schedules(ctx) -> list[tuple[str, float, int]]:
     """Two schedules and learning rates the notebook never uses, drawn with the secret seed."""
     rng = random.Random(ctx.secret_seed)
-    return [(name, rng.choice((3e-4, 2e-3, 5e-3)), 6)
-            for name in rng.sample(["CosineAnnealingLR", "LinearLR", "StepLR"], 2)]
+    return [
+        (name, rng.choice((3e-4, 2e-3, 5e-3)), 6) for name in rng.sample(["CosineAnnealingLR", "LinearLR", "StepLR"], 2)
+    ]
 
 
 @check("ex06.step.other_schedules", kind="correctness", points=2, needs=("make_optimizer", "make_train_step"))
@@ -72,22 +77,21 @@ def regional_compile_time(learner, ctx) -> Measured:
         seconds, got = time_once(learner, "ex06.cold_capture", {"seed": trial})
         if got.value("frames", int) == 0:
             raise AssertionError("compile_blocks compiled nothing with the backend it was given. " + REGIONAL_HINT)
-        assert_close(got.tensor("loss"), want, torch.float32, "the loss of the first step after compile_blocks",
-                     REGIONAL_HINT)
+        assert_close(
+            got.tensor("loss"), want, torch.float32, "the loss of the first step after compile_blocks", REGIONAL_HINT
+        )
         regional_s.append(seconds)
     ratio = statistics.median(whole_s) / statistics.median(regional_s)
     required = ctx.required_speedup("ex06.regional.compile_time")
-    detail = (f"cold capture (Dynamo + AOTAutograd, backend aot_eager) of a {DEPTH}-block ViT: whole model "
-              f"{statistics.median(whole_s):.2f} s, compile_blocks {statistics.median(regional_s):.2f} s "
-              f"(medians of {TIMING_TRIALS}), {ratio:.2f}x")
+    detail = (
+        f"cold capture (Dynamo + AOTAutograd, backend aot_eager) of a {DEPTH}-block ViT: whole model "
+        f"{statistics.median(whole_s):.2f} s, compile_blocks {statistics.median(regional_s):.2f} s "
+        f"(medians of {TIMING_TRIALS}), {ratio:.2f}x"
+    )
     if ratio < required:
-        raise Shortfall(f"regional compilation should cut the cold compile: {detail}; required {required:.2f}x. "
-                        + REGIONAL_HINT, measured=ratio, required=required)
+        raise Shortfall(
+            f"regional compilation should cut the cold compile: {detail}; required {required:.2f}x. " + REGIONAL_HINT,
+            measured=ratio,
+            required=required,
+        )
     return Measured(ratio, required, detail)
-
-
-# Report rows follow the notebook: public checks first, as the tasks come.
-ORDER = ("ex06.regional.values", "ex06.regional.one_graph", "ex06.regional.other_model", "ex06.regional.compile_time",
-         "ex06.optimizer.tensor_lr", "ex06.step.values", "ex06.step.no_recompile", "ex06.step.other_schedules")
-
-in_report_order(ORDER)

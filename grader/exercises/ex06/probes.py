@@ -15,17 +15,24 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, StepLR
 
-from coursekit.ex06 import loss_fn, make_batch, make_model, make_scheduler
+from coursekit.lessons.compile_time.givens import loss_fn, make_batch, make_model, make_scheduler
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe
 
 STEP_DEPTH = 2  # the training-loop checks use a shallow model: compiling AdamW's step costs time per parameter
-REGIONAL_HINT = ("Compile each block of model.blocks in place with block.compile(backend=backend) and return the "
-                 "model: the blocks share one compiled graph, and the rest of the model stays eager.")
-STEP_HINT = ("step(images, labels) computes the cross-entropy of model(images), calls backward, runs the compiled "
-             "optimizer.step() and scheduler.step(), clears the gradients, and returns loss.detach().")
-SCHEDULES = {"exercise": make_scheduler, "CosineAnnealingLR": partial(CosineAnnealingLR, T_max=6),
-             "LinearLR": partial(LinearLR, start_factor=0.25, total_iters=4),
-             "StepLR": partial(StepLR, step_size=2, gamma=0.5)}
+REGIONAL_HINT = (
+    "Compile each block of model.blocks in place with block.compile(backend=backend) and return the "
+    "model: the blocks share one compiled graph, and the rest of the model stays eager."
+)
+STEP_HINT = (
+    "step(images, labels) computes the cross-entropy of model(images), calls backward, runs the compiled "
+    "optimizer.step() and scheduler.step(), clears the gradients, and returns loss.detach()."
+)
+SCHEDULES = {
+    "exercise": make_scheduler,
+    "CosineAnnealingLR": partial(CosineAnnealingLR, T_max=6),
+    "LinearLR": partial(LinearLR, start_factor=0.25, total_iters=4),
+    "StepLR": partial(StepLR, step_size=2, gamma=0.5),
+}
 
 
 def counter(backend: str = "aot_eager"):
@@ -50,8 +57,9 @@ def regional(call: Call, seed: int, backend: Any, shape: dict) -> tuple[nn.Modul
     return got, model, keys
 
 
-def forward_backward(model: nn.Module, params: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
-                     what: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def forward_backward(
+    model: nn.Module, params: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], what: str
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The loss of ``model`` on ``batch`` and the gradients it leaves on ``params``' parameters."""
     params.zero_grad(set_to_none=True)
     loss = learner_call(lambda: loss_fn()(model(batch[0]), batch[1]), (), what, REGIONAL_HINT)
@@ -67,8 +75,10 @@ def regional_values(call: Call) -> Reply:
     seed, shape = int(call.arg("seed")), call.arg("shape") or {}
     got, model, keys = regional(call, seed, "aot_eager", shape)
     loss, grads = forward_backward(got, model, make_batch(seed + 100, call.device), "the model after compile_blocks")
-    return Reply({"keys_before": keys, "keys_after": list(got.state_dict())},
-                 {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}})
+    return Reply(
+        {"keys_before": keys, "keys_after": list(got.state_dict())},
+        {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}},
+    )
 
 
 @probe("ex06.regional_graphs")
@@ -80,8 +90,15 @@ def regional_graphs(call: Call) -> Reply:
     first, _ = forward_backward(got, model, make_batch(seed, call.device), "the model after compile_blocks")
     frames_first = count.frame_count
     second, _ = forward_backward(got, model, make_batch(seed + 1, call.device), "the model after compile_blocks")
-    return Reply({"depth": len(model.blocks), "frames_first": frames_first, "frames_second": count.frame_count,
-                  "linears": [linears(g) for g in count.graphs]}, {"losses": torch.stack([first, second])})
+    return Reply(
+        {
+            "depth": len(model.blocks),
+            "frames_first": frames_first,
+            "frames_second": count.frame_count,
+            "linears": [linears(g) for g in count.graphs],
+        },
+        {"losses": torch.stack([first, second])},
+    )
 
 
 @probe("ex06.optimizer")
@@ -95,13 +112,20 @@ def optimizer(call: Call) -> Reply:
         params = [p for g in getattr(opt, "param_groups", []) for p in g["params"]]
         group = opt.param_groups[0] if getattr(opt, "param_groups", None) else {}
         rate = group.get("lr")
-        found.append({"type": type(opt).__name__, "adamw": isinstance(opt, torch.optim.AdamW),
-                      "every_param_once": {id(p) for p in params} == {id(p) for p in model.parameters()}
-                      and len(params) == len(list(model.parameters())),
-                      "lr_type": type(rate).__name__, "lr_is_tensor": isinstance(rate, torch.Tensor),
-                      "lr": float(rate) if isinstance(rate, (float, int, torch.Tensor)) else None,
-                      "weight_decay": float(group["weight_decay"]) if isinstance(group.get("weight_decay"), (int, float))
-                      else None})
+        found.append(
+            {
+                "type": type(opt).__name__,
+                "adamw": isinstance(opt, torch.optim.AdamW),
+                "every_param_once": {id(p) for p in params} == {id(p) for p in model.parameters()}
+                and len(params) == len(list(model.parameters())),
+                "lr_type": type(rate).__name__,
+                "lr_is_tensor": isinstance(rate, torch.Tensor),
+                "lr": float(rate) if isinstance(rate, (float, int, torch.Tensor)) else None,
+                "weight_decay": float(group["weight_decay"])
+                if isinstance(group.get("weight_decay"), (int, float))
+                else None,
+            }
+        )
         if not stepped:  # one step with the judge's gradients, on a fresh copy of the model
             fresh = make_model(0, call.device, depth=STEP_DEPTH)
             opt = learner_call(call.get("make_optimizer"), (fresh, lr), "make_optimizer")
@@ -140,8 +164,10 @@ def learner_run(call: Call, backend: Any, on_step=None) -> tuple[list[torch.Tens
 def train(call: Call) -> Reply:
     """The learner's compiled loop (``aot_eager``): losses, learning rates and final weights."""
     losses, lrs, model = learner_run(call, "aot_eager")
-    return Reply({"lrs": lrs}, {"losses": torch.stack(losses),
-                                **{f"w.{k}": v.detach().cpu() for k, v in model.state_dict().items()}})
+    return Reply(
+        {"lrs": lrs},
+        {"losses": torch.stack(losses), **{f"w.{k}": v.detach().cpu() for k, v in model.state_dict().items()}},
+    )
 
 
 @probe("ex06.train_frames")
@@ -151,8 +177,10 @@ def train_frames(call: Call) -> Reply:
     count = counter("eager")
     frames: list[int] = []
     losses, _, _ = learner_run(call, count, on_step=lambda i: frames.append(count.frame_count))
-    return Reply({"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs)},
-                 {"losses": torch.stack(losses)})
+    return Reply(
+        {"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs)},
+        {"losses": torch.stack(losses)},
+    )
 
 
 @probe("ex06.cold_capture")

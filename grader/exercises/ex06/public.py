@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.ex06 import LR, STEPS, WEIGHT_DECAY, loss_fn, make_batch, make_model
+from coursekit.lessons.compile_time.givens import LR, STEPS, WEIGHT_DECAY, loss_fn, make_batch, make_model
 from grader.exercises.ex06.probes import REGIONAL_HINT, SCHEDULES, STEP_DEPTH, STEP_HINT
 from grader.judging import assert_close, assert_consistent
 from grader.registry import Measured, check
 
 LINEARS_PER_BLOCK = 4  # a timm ViT block: qkv and proj in attention, fc1 and fc2 in the MLP
-HYGIENE_HINT = ("Keep the learning rate in a tensor (AdamW(..., lr=torch.tensor(lr))): the scheduler then writes "
-                "each new rate into that tensor, which a compiled graph reads as an input, where a Python float "
-                "is a constant that Dynamo guards on and recompiles for.")
+HYGIENE_HINT = (
+    "Keep the learning rate in a tensor (AdamW(..., lr=torch.tensor(lr))): the scheduler then writes "
+    "each new rate into that tensor, which a compiled graph reads as an input, where a Python float "
+    "is a constant that Dynamo guards on and recompiles for."
+)
 
 
 def eager_loss_and_grads(ctx, seed: int, shape: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -34,11 +36,12 @@ def expect_regional_values(learner, ctx, seed: int, shape: dict | None = None) -
     before, after = got.strings("keys_before"), got.strings("keys_after")
     if after != before:
         extra = next((k for k in after if k not in before), after[0] if after else "")
-        raise AssertionError(f"after compile_blocks the state_dict keys changed (e.g. {extra!r}): a checkpoint of "
-                             "the plain model no longer loads, nor one saved now into a plain model. Replacing a "
-                             "block with torch.compile(block) wraps it in an OptimizedModule (its keys gain "
-                             "'_orig_mod.'); block.compile() compiles it in place and keeps the names. "
-                             + REGIONAL_HINT)
+        raise AssertionError(
+            f"after compile_blocks the state_dict keys changed (e.g. {extra!r}): a checkpoint of "
+            "the plain model no longer loads, nor one saved now into a plain model. Replacing a "
+            "block with torch.compile(block) wraps it in an OptimizedModule (its keys gain "
+            "'_orig_mod.'); block.compile() compiles it in place and keeps the names. " + REGIONAL_HINT
+        )
     loss, grads = eager_loss_and_grads(ctx, seed, shape)
     what = f"model after compile_blocks (seed {seed}, depth {shape.get('depth', 8)})"
     assert_close(got.tensor("loss"), loss, torch.float32, f"{what}: loss", REGIONAL_HINT)
@@ -57,25 +60,38 @@ def expect_one_block_graph(learner, ctx, seed: int, shape: dict | None = None) -
         model = make_model(seed, ctx.device, **shape)
         images, labels = make_batch(seed + i, ctx.device)
         with torch.no_grad():
-            assert_close(losses[i], loss_fn()(model(images), labels), torch.float32,
-                         f"the model after compile_blocks, loss of step {i + 1}", REGIONAL_HINT)
+            assert_close(
+                losses[i],
+                loss_fn()(model(images), labels),
+                torch.float32,
+                f"the model after compile_blocks, loss of step {i + 1}",
+                REGIONAL_HINT,
+            )
     depth, first, second = got.value("depth", int), got.value("frames_first", int), got.value("frames_second", int)
     sizes = got.ints("linears")
     if first == 0:
-        raise AssertionError("nothing was compiled with the backend handed to compile_blocks: pass "
-                             "backend=backend on to compile. " + REGIONAL_HINT)
+        raise AssertionError(
+            "nothing was compiled with the backend handed to compile_blocks: pass "
+            "backend=backend on to compile. " + REGIONAL_HINT
+        )
     if sizes and max(sizes) > LINEARS_PER_BLOCK:
-        raise AssertionError(f"a compiled graph holds {max(sizes)} linear layers, a block has {LINEARS_PER_BLOCK}: "
-                             "that is the whole model (or several blocks) in one graph, whose compile time grows "
-                             f"with depth. Regional compilation compiles the block alone. " + REGIONAL_HINT)
+        raise AssertionError(
+            f"a compiled graph holds {max(sizes)} linear layers, a block has {LINEARS_PER_BLOCK}: "
+            "that is the whole model (or several blocks) in one graph, whose compile time grows "
+            f"with depth. Regional compilation compiles the block alone. " + REGIONAL_HINT
+        )
     if first > 1:
-        raise AssertionError(f"the {depth} blocks compiled {first} graphs, not one: each block was compiled on its "
-                             "own (a recompile per block), so cold compile time still grows with depth. Compile "
-                             "the block's forward (block.compile()), so the blocks share one compiled graph; "
-                             "torch.compiler.reset() is not needed between blocks.")
+        raise AssertionError(
+            f"the {depth} blocks compiled {first} graphs, not one: each block was compiled on its "
+            "own (a recompile per block), so cold compile time still grows with depth. Compile "
+            "the block's forward (block.compile()), so the blocks share one compiled graph; "
+            "torch.compiler.reset() is not needed between blocks."
+        )
     if second != first:
-        raise AssertionError(f"a second step compiled {second - first} more graph(s): something in the "
-                             "blocks changes between steps. " + REGIONAL_HINT)
+        raise AssertionError(
+            f"a second step compiled {second - first} more graph(s): something in the "
+            "blocks changes between steps. " + REGIONAL_HINT
+        )
     return Measured(1, 1, f"{depth} blocks, one compiled graph of {sizes[0] if sizes else 0} linear layers")
 
 
@@ -114,17 +130,23 @@ def optimizer_tensor_lr(learner, ctx) -> None:
             raise AssertionError(f"the learning rate is a {str(opt.get('lr_type'))[:40]}. " + HYGIENE_HINT)
         rate, decay = opt.get("lr"), opt.get("weight_decay")
         if not isinstance(rate, float) or abs(rate - lr) > 1e-9 * max(1.0, lr) or decay != WEIGHT_DECAY:
-            raise AssertionError(f"make_optimizer(model, lr={lr}) has lr {rate} and weight decay {decay}; expected lr "
-                                 f"{lr} and weight_decay=WEIGHT_DECAY ({WEIGHT_DECAY})")
+            raise AssertionError(
+                f"make_optimizer(model, lr={lr}) has lr {rate} and weight decay {decay}; expected lr "
+                f"{lr} and weight_decay=WEIGHT_DECAY ({WEIGHT_DECAY})"
+            )
     reference = torch.optim.AdamW(model.parameters(), lr=lrs[0], weight_decay=WEIGHT_DECAY)
     for name, p in model.named_parameters():
         p.grad = grads[name].to(p.device)
     reference.step()
     for name, p in model.named_parameters():
-        assert_close(got.tensor(f"w.{name}", shape=tuple(p.shape)), p, torch.float32,
-                     f"{name} after one step of make_optimizer(model, lr={lrs[0]})",
-                     "make_optimizer must build AdamW over model.parameters() with that learning rate and "
-                     "weight_decay=WEIGHT_DECAY.")
+        assert_close(
+            got.tensor(f"w.{name}", shape=tuple(p.shape)),
+            p,
+            torch.float32,
+            f"{name} after one step of make_optimizer(model, lr={lrs[0]})",
+            "make_optimizer must build AdamW over model.parameters() with that learning rate and "
+            "weight_decay=WEIGHT_DECAY.",
+        )
 
 
 def eager_run(ctx, seed: int, lr: float, schedule: str, steps: int) -> tuple[list[float], list[float], dict]:
@@ -157,8 +179,10 @@ def expect_same_training(learner, ctx, seed: int, lr: float, schedule: str, step
     lrs, losses = got.floats("lrs"), got.tensor("losses", shape=(steps,))
     for i, (a, b) in enumerate(zip(lrs, want_lrs)):
         if abs(a - b) > 1e-6 * max(abs(b), 1e-12) + 1e-12:
-            raise AssertionError(f"{what}: after step {i + 1} the learning rate is {a:.6g}, expected {b:.6g}: call "
-                                 "scheduler.step() once per step, after optimizer.step(). " + STEP_HINT)
+            raise AssertionError(
+                f"{what}: after step {i + 1} the learning rate is {a:.6g}, expected {b:.6g}: call "
+                "scheduler.step() once per step, after optimizer.step(). " + STEP_HINT
+            )
     for i, b in enumerate(want_losses):
         assert_close(losses[i], torch.tensor(b), torch.float32, f"{what}: loss at step {i + 1}", STEP_HINT)
     # Adam divides each gradient by its running size, so a weight whose gradient is rounding noise (attention's
@@ -167,31 +191,44 @@ def expect_same_training(learner, ctx, seed: int, lr: float, schedule: str, step
     for name, value in want_state.items():
         diff = (got.tensor(f"w.{name}", shape=tuple(value.shape)).double() - value.double().cpu()).abs().max().item()
         if diff > atol:
-            raise AssertionError(f"{what}: {name} after {steps} steps differs from the eager loop's by {diff:.3g} "
-                                 f"(allowed: a tenth of the learning rate, {atol:.3g}). " + STEP_HINT)
+            raise AssertionError(
+                f"{what}: {name} after {steps} steps differs from the eager loop's by {diff:.3g} "
+                f"(allowed: a tenth of the learning rate, {atol:.3g}). " + STEP_HINT
+            )
 
 
 def expect_no_recompile(learner, ctx, seed: int, lr: float, schedule: str, steps: int, what: str) -> Measured:
     """After the first step the loop compiles nothing new, and AdamW's update runs inside a compiled graph."""
     got = learner.ask("ex06.train_frames", loop_args(seed, lr, schedule, steps))
     own = learner.ask("ex06.train", loop_args(seed, lr, schedule, steps))
-    assert_consistent(got.tensor("losses", shape=(steps,)), own.tensor("losses", shape=(steps,)),
-                      f"{what}: the losses of the counted loop", rtol=1e-4, atol=1e-6)
+    assert_consistent(
+        got.tensor("losses", shape=(steps,)),
+        own.tensor("losses", shape=(steps,)),
+        f"{what}: the losses of the counted loop",
+        rtol=1e-4,
+        atol=1e-6,
+    )
     frames = got.ints("frames")
     if len(frames) != steps:
         from grader.protocol import ProtocolError
 
         raise ProtocolError("probe ex06.train_frames answered with the wrong number of frame counts")
     if frames[0] == 0:
-        raise AssertionError(f"{what}: nothing was compiled with the backend handed to make_train_step: compile "
-                             "the optimizer and scheduler step with torch.compile(..., backend=backend).")
+        raise AssertionError(
+            f"{what}: nothing was compiled with the backend handed to make_train_step: compile "
+            "the optimizer and scheduler step with torch.compile(..., backend=backend)."
+        )
     if not got.value("adam_in_graph", bool):
-        raise AssertionError(f"{what}: AdamW's update (its addcdiv/addcmul) is not in any compiled graph: compile "
-                             "the function that calls optimizer.step() and scheduler.step().")
+        raise AssertionError(
+            f"{what}: AdamW's update (its addcdiv/addcmul) is not in any compiled graph: compile "
+            "the function that calls optimizer.step() and scheduler.step()."
+        )
     if frames[-1] != frames[0]:
         grew = next(i for i, f in enumerate(frames) if f != frames[0])
-        raise AssertionError(f"{what}: {frames[-1] - frames[0]} recompile(s) after the first step (the first at step "
-                             f"{grew + 1}, when the scheduler changed the learning rate). " + HYGIENE_HINT)
+        raise AssertionError(
+            f"{what}: {frames[-1] - frames[0]} recompile(s) after the first step (the first at step "
+            f"{grew + 1}, when the scheduler changed the learning rate). " + HYGIENE_HINT
+        )
     return Measured(frames[-1], frames[0], f"{frames[0]} compiled graph(s), none added over {steps} steps")
 
 
@@ -202,8 +239,7 @@ def training_values(learner, ctx) -> None:
     expect_same_training(learner, ctx, 0, LR, "exercise", STEPS, "the exercise's schedule")
 
 
-@check("ex06.step.no_recompile", kind="structure", points=2, needs=("make_optimizer", "make_train_step"),
-       public=True)
+@check("ex06.step.no_recompile", kind="structure", points=2, needs=("make_optimizer", "make_train_step"), public=True)
 def training_no_recompile(learner, ctx) -> Measured:
     """Over the schedule, with a new learning rate every step, the compiled optimizer step never recompiles."""
     return expect_no_recompile(learner, ctx, 1, LR, "exercise", STEPS, "the exercise's schedule")

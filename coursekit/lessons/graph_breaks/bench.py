@@ -4,35 +4,36 @@ The lesson notebook and ``python -m coursekit.bench --lesson 2`` both call
 :func:`measure_graph_breaks`, so the figures a learner sees and the recorded
 ones come from the same code.  It reports
 
-* for every variant of ``coursekit.graph_breaks``: graphs, breaks and break
+* for every variant of ``coursekit.lessons.graph_breaks.material``: graphs, breaks and break
   reasons from ``torch._dynamo.explain`` on the installed torch;
 * for the training step of eager ``FixedNet``, compiled ``BrokenNet`` and
   compiled ``FixedNet``: the first two calls (compiling, and for ``BrokenNet``
   a recompile), the graphs compiled, the host/device traffic of one step, and
   interleaved A/B step-time comparisons (``coursekit.timing.compare``).
 
-Files are written by ``coursekit.bench.write_results`` as
+Files are written by ``coursekit.results.write_results`` as
 ``lesson02-<profile>-<device>-torch<version>.{json,md}``.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from coursekit.bench import doc_header, duration, machine_label
 from coursekit.cache import use_repo_compile_cache
 from coursekit.data import fake_cifar_batch
-from coursekit.graph_breaks import VARIANTS, build
+from coursekit.explain import explain_counts
+from coursekit.lessons.graph_breaks.material import VARIANTS, build
 from coursekit.profile import Profile, apply_threads
+from coursekit.results import doc_header, duration, machine_label
 from coursekit.timing import compare, synchronize
-from coursekit.training import train_step
 from coursekit.traffic import Traffic, watch_traffic
+from coursekit.training import train_step
 
 LESSON = "lesson02"
 BROKEN, FIXED = "0 broken", "4 fixed"
@@ -40,25 +41,6 @@ STEPS = {"eager": None, "compiled broken": BROKEN, "compiled fixed": FIXED}  # l
 PAIRS = (("eager", "compiled broken"), ("eager", "compiled fixed"), ("compiled broken", "compiled fixed"))
 ALLOW_INSIDE = ("lesson02::",)  # the custom op's own host round trip is its known price
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def short_reason(reason) -> str:
-    """A break reason's first line and where it happened: ``why (file.py:line: code)``."""
-    text = reason.reason.strip().splitlines()[0]
-    if reason.user_stack:
-        frame = reason.user_stack[-1]
-        text += f" ({Path(frame.filename).name}:{frame.lineno}: {(frame.line or '').strip()})"
-    return text
-
-
-def explain_counts(fn: Callable, *args) -> dict:
-    """``torch._dynamo.explain(fn)(*args)`` boiled down: graphs, breaks and short reasons."""
-    explanation = torch._dynamo.explain(fn)(*args)
-    return {
-        "graphs": explanation.graph_count,
-        "breaks": explanation.graph_break_count,
-        "reasons": [short_reason(r) for r in explanation.break_reasons],
-    }
 
 
 def explain_variants(profile: Profile, images: torch.Tensor, names: list[str] | None = None) -> list[dict]:
@@ -121,21 +103,49 @@ def measure_graph_breaks(profile: Profile, backend: str = "inductor", seed: int 
         compiled[label] = {"variant": name, "first_call_ms": first, "second_call_ms": second, "counter": counter}
     comparisons = []
     for base, cand in PAIRS:
-        ab = compare(steps[base], steps[cand], lambda i: batches[i % len(batches)], device=profile.device,
-                     trials=profile.trials, warmup=profile.warmup, min_sample_s=profile.min_sample_s)
-        comparisons.append({"baseline": base, "candidate": cand, "speedup": ab.speedup, "speedup_q1": ab.speedup_q1,
-                            "speedup_q3": ab.speedup_q3, "baseline_ms": _ms(ab.baseline),
-                            "candidate_ms": _ms(ab.candidate), "trials": ab.trials})
+        ab = compare(
+            steps[base],
+            steps[cand],
+            lambda i: batches[i % len(batches)],
+            device=profile.device,
+            trials=profile.trials,
+            warmup=profile.warmup,
+            min_sample_s=profile.min_sample_s,
+        )
+        comparisons.append(
+            {
+                "baseline": base,
+                "candidate": cand,
+                "speedup": ab.speedup,
+                "speedup_q1": ab.speedup_q1,
+                "speedup_q3": ab.speedup_q3,
+                "baseline_ms": _ms(ab.baseline),
+                "candidate_ms": _ms(ab.candidate),
+                "trials": ab.trials,
+            }
+        )
     for row in compiled.values():  # read before step_traffic, whose watched calls recompile
         row["graphs_compiled"] = row.pop("counter").frame_count
-    step_ms = {"eager": comparisons[0]["baseline_ms"], "compiled broken": comparisons[0]["candidate_ms"],
-               "compiled fixed": comparisons[1]["candidate_ms"]}
+    step_ms = {
+        "eager": comparisons[0]["baseline_ms"],
+        "compiled broken": comparisons[0]["candidate_ms"],
+        "compiled fixed": comparisons[1]["candidate_ms"],
+    }
     rows = []
     for label, name in STEPS.items():
         traffic = step_traffic(steps[label], batches[0], profile.device)
-        rows.append({"name": label, "variant": name or FIXED, "compiled": name is not None, "step_ms": step_ms[label],
-                     "syncs": traffic.sync_count, "host_tensors": traffic.host_tensor_count,
-                     "traffic": traffic.summary(), **compiled.get(label, {})})
+        rows.append(
+            {
+                "name": label,
+                "variant": name or FIXED,
+                "compiled": name is not None,
+                "step_ms": step_ms[label],
+                "syncs": traffic.sync_count,
+                "host_tensors": traffic.host_tensor_count,
+                "traffic": traffic.summary(),
+                **compiled.get(label, {}),
+            }
+        )
     torch.compiler.reset()
     return {"backend": backend, "variants": variants, "steps": rows, "comparisons": comparisons}
 
@@ -154,18 +164,22 @@ def describe(result: dict) -> str:
         s = r["step_ms"]
         lines.append(f"{r['name']:16s} step {s['median']:7.3g} ms (IQR {s['q1']:.3g}-{s['q3']:.3g})")
         if r["compiled"]:
-            lines.append(f"{'':16s} {r['graphs_compiled']} graphs compiled; first call "
-                         f"{duration(r['first_call_ms'])}, second {duration(r['second_call_ms'])}")
+            lines.append(
+                f"{'':16s} {r['graphs_compiled']} graphs compiled; first call "
+                f"{duration(r['first_call_ms'])}, second {duration(r['second_call_ms'])}"
+            )
         lines.append(f"{'':16s} traffic per step: {r['traffic']}")
     for c in result["comparisons"]:
-        lines.append(f"{c['candidate']} vs {c['baseline']}: {c['speedup']:.2f}x "
-                     f"(IQR {c['speedup_q1']:.2f}-{c['speedup_q3']:.2f}, {c['trials']} interleaved trials) "
-                     f"-> {c['candidate']} is {judge(c)}")
+        lines.append(
+            f"{c['candidate']} vs {c['baseline']}: {c['speedup']:.2f}x "
+            f"(IQR {c['speedup_q1']:.2f}-{c['speedup_q3']:.2f}, {c['trials']} interleaved trials) "
+            f"-> {c['candidate']} is {judge(c)}"
+        )
     return "\n".join(lines)
 
 
 def results_doc(profile: Profile, result: dict) -> dict:
-    """The JSON document: ``coursekit.bench``'s header plus the measurement."""
+    """The JSON document: ``coursekit.results``' header plus the measurement."""
     return {**doc_header(profile, LESSON), **result}
 
 
@@ -184,18 +198,28 @@ def markdown_table(doc: dict) -> str:
     for v in doc["variants"]:
         reasons = "<br>".join(r.replace("|", "\\|") for r in v["reasons"]) or "-"
         lines.append(f"| {v['name']} | {v['graphs']} | {v['breaks']} | {reasons} |")
-    lines += ["", "| training step | step ms | graphs compiled | first call | second call | syncs "
-              "| host-built tensors |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "| training step | step ms | graphs compiled | first call | second call | syncs | host-built tensors |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in doc["steps"]:
         s = r["step_ms"]
-        compiled = [str(r["graphs_compiled"]), duration(r["first_call_ms"]), duration(r["second_call_ms"])] \
-            if r["compiled"] else ["-", "-", "-"]
-        lines.append(f"| {r['name']} ({r['variant']}) | {s['median']:.3g} [{s['q1']:.3g}-{s['q3']:.3g}] | "
-                     f"{' | '.join(compiled)} | {r['syncs']} | {r['host_tensors']} |")
+        compiled = (
+            [str(r["graphs_compiled"]), duration(r["first_call_ms"]), duration(r["second_call_ms"])]
+            if r["compiled"]
+            else ["-", "-", "-"]
+        )
+        lines.append(
+            f"| {r['name']} ({r['variant']}) | {s['median']:.3g} [{s['q1']:.3g}-{s['q3']:.3g}] | "
+            f"{' | '.join(compiled)} | {r['syncs']} | {r['host_tensors']} |"
+        )
     lines += ["", "| candidate vs baseline | speedup [IQR] | verdict | trials |", "| --- | --- | --- | --- |"]
     for c in doc["comparisons"]:
-        lines.append(f"| {c['candidate']} vs {c['baseline']} | {c['speedup']:.2f}x "
-                     f"[{c['speedup_q1']:.2f}-{c['speedup_q3']:.2f}] | {judge(c)} | {c['trials']} |")
+        lines.append(
+            f"| {c['candidate']} vs {c['baseline']} | {c['speedup']:.2f}x "
+            f"[{c['speedup_q1']:.2f}-{c['speedup_q3']:.2f}] | {judge(c)} | {c['trials']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -218,10 +242,20 @@ def print_table(doc: dict) -> None:
     for col in ("training step", "ms", "graphs compiled", "1st call", "2nd call", "syncs", "host-built"):
         steps.add_column(col, justify="left" if col == "training step" else "right", no_wrap=True)
     for r in doc["steps"]:
-        extra = [str(r["graphs_compiled"]), duration(r["first_call_ms"]), duration(r["second_call_ms"])] \
-            if r["compiled"] else ["-", "-", "-"]
+        extra = (
+            [str(r["graphs_compiled"]), duration(r["first_call_ms"]), duration(r["second_call_ms"])]
+            if r["compiled"]
+            else ["-", "-", "-"]
+        )
         steps.add_row(r["name"], f"{r['step_ms']['median']:.3g}", *extra, str(r["syncs"]), str(r["host_tensors"]))
     console.print(steps)
     for c in doc["comparisons"]:
-        console.print(f"{c['candidate']} vs {c['baseline']}: {c['speedup']:.2f}x [{c['speedup_q1']:.2f}-"
-                      f"{c['speedup_q3']:.2f}] over {c['trials']} interleaved trials: {judge(c)}")
+        console.print(
+            f"{c['candidate']} vs {c['baseline']}: {c['speedup']:.2f}x [{c['speedup_q1']:.2f}-"
+            f"{c['speedup_q3']:.2f}] over {c['trials']} interleaved trials: {judge(c)}"
+        )
+
+
+def run(profile: Profile, args: argparse.Namespace | None = None) -> dict:
+    """The results document of ``python -m coursekit.bench --lesson graph_breaks``."""
+    return results_doc(profile, measure_graph_breaks(profile))

@@ -39,8 +39,9 @@ Collate = Callable[[Sequence[torch.Tensor]], Batch]
 class SeqClassifier(nn.Module):
     """Embed, one attention block, feed-forward, masked mean pool, classify."""
 
-    def __init__(self, vocab: int = VOCAB, dim: int = 32, heads: int = 4, classes: int = 4,
-                 max_len: int = MAX_LEN) -> None:
+    def __init__(
+        self, vocab: int = VOCAB, dim: int = 32, heads: int = 4, classes: int = 4, max_len: int = MAX_LEN
+    ) -> None:
         super().__init__()
         self.heads = heads
         self.embed = nn.Embedding(vocab, dim, padding_idx=PAD)
@@ -115,7 +116,9 @@ class BufferClassifier(SeqClassifier):
 
 
 VARIANTS: dict[str, type[SeqClassifier]] = {
-    "plain": SeqClassifier, "int counter": CountingClassifier, "float attribute": FloatRampClassifier,
+    "plain": SeqClassifier,
+    "int counter": CountingClassifier,
+    "float attribute": FloatRampClassifier,
     "tensor buffer": BufferClassifier,
 }
 
@@ -126,8 +129,9 @@ def build(name: str = "plain", seed: int = 0, device: str = "cpu") -> SeqClassif
     return VARIANTS[name]().to(device).eval()
 
 
-def length_stream(steps: int, batch: int, seed: int, *, low: int = MIN_LEN, high: int = MAX_LEN,
-                  spread: float = 0.5) -> list[list[int]]:
+def length_stream(
+    steps: int, batch: int, seed: int, *, low: int = MIN_LEN, high: int = MAX_LEN, spread: float = 0.5
+) -> list[list[int]]:
     """Sequence lengths per step: each batch's longest is random in ``[low, high]``, the rest at least
     ``1 - spread`` times it (batches of similar lengths, as a sampler that groups by length delivers them)."""
     rng = random.Random(seed)
@@ -171,8 +175,9 @@ def pad_to_bucket(seqs: Sequence[torch.Tensor], buckets: Sequence[int] = BUCKETS
     return pad_to(seqs, bucket_for(max(len(s) for s in seqs), buckets))
 
 
-def stream_batches(stream: Sequence[Sequence[int]], seed: int, collate: Collate = pad_to_longest,
-                   device: str = "cpu") -> list[Batch]:
+def stream_batches(
+    stream: Sequence[Sequence[int]], seed: int, collate: Collate = pad_to_longest, device: str = "cpu"
+) -> list[Batch]:
     """One collated batch per step of ``stream`` (the same tokens for every collate), on ``device``."""
     out = []
     for i, lengths in enumerate(stream):

@@ -1,7 +1,7 @@
 """Exercise 5's given code: a small gated MLP, and the compiler bugs planted while it compiles.
 
 ``exercise_bugs()`` plants two bugs in this process's torch for the length of a ``with`` block (see
-``coursekit.debugging``): one makes the compiled model give wrong results, the other makes a compile
+``coursekit.lessons.debugging.material``): one makes the compiled model give wrong results, the other makes a compile
 crash. Find them with your ladder and the compiler bisector rather than by reading this file: the
 grader plants other bugs, in operators this notebook never shows, to check your tools.
 """
@@ -15,15 +15,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit.debugging import LADDER, Bug, planted, restore_dispatch_state
+from coursekit.lessons.debugging.material import LADDER, Bug, planted, restore_dispatch_state
 
 DIM = 16  # features per token
 HIDDEN = 32  # width of the gated layer
 CLASSES = 5
-_EXERCISE_BUGS = (Bug("wrong_decomposition", "hardswish"), Bug("crashing_lowering", "sigmoid"))
+# the two bugs the exercise plants: what the learner must find with the ladder and the bisector, not read here
+EXERCISE_BUGS = (Bug("wrong_decomposition", "hardswish"), Bug("crashing_lowering", "sigmoid"))
 
-__all__ = ["CLASSES", "DIM", "HIDDEN", "LADDER", "GatedMLP", "exercise_bugs", "make_input", "make_model",
-           "restore_dispatch_state"]
+__all__ = [
+    "CLASSES",
+    "DIM",
+    "HIDDEN",
+    "LADDER",
+    "GatedMLP",
+    "exercise_bugs",
+    "make_input",
+    "make_model",
+    "restore_dispatch_state",
+]
 
 
 class GatedMLP(nn.Module):
@@ -56,8 +66,14 @@ def make_model(seed: int = 0, device: str = "cpu") -> GatedMLP:
     return GatedMLP().to(device)
 
 
-def make_input(seed: int = 0, device: str = "cpu", batch: int = 4, tokens: int = 8, scale: float = 3.0,
-               dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def make_input(
+    seed: int = 0,
+    device: str = "cpu",
+    batch: int = 4,
+    tokens: int = 8,
+    scale: float = 3.0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
     """Random ``[batch, tokens, DIM]`` activations (standard deviation ``scale``), made on the CPU from ``seed``."""
     gen = torch.Generator().manual_seed(seed)
     return (torch.randn(batch, tokens, DIM, generator=gen, dtype=torch.float64) * scale).to(device, dtype)
@@ -66,5 +82,5 @@ def make_input(seed: int = 0, device: str = "cpu", batch: int = 4, tokens: int =
 @contextlib.contextmanager
 def exercise_bugs() -> Iterator[None]:
     """Plant the exercise's two compiler bugs inside the block; torch is as it was afterwards."""
-    with planted(*_EXERCISE_BUGS):
+    with planted(*EXERCISE_BUGS):
         yield

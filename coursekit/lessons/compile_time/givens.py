@@ -27,16 +27,34 @@ WEIGHT_DECAY = 0.05
 WARMUP = 3  # steps of linear warm-up before the cosine decay
 STEPS = 12  # steps of the schedule
 
-__all__ = ["BATCH", "CLASSES", "DEPTH", "DIM", "HEADS", "IMAGE", "LR", "PATCH", "STEPS", "WARMUP", "WEIGHT_DECAY",
-           "loss_fn", "make_batch", "make_model", "make_scheduler", "warmup_cosine"]
+__all__ = [
+    "BATCH",
+    "CLASSES",
+    "DEPTH",
+    "DIM",
+    "HEADS",
+    "IMAGE",
+    "LR",
+    "PATCH",
+    "STEPS",
+    "WARMUP",
+    "WEIGHT_DECAY",
+    "loss_fn",
+    "make_batch",
+    "make_model",
+    "make_scheduler",
+    "warmup_cosine",
+]
 
 
-def make_model(seed: int = 0, device: str = "cpu", depth: int = DEPTH, dim: int = DIM,
-               heads: int = HEADS) -> VisionTransformer:
+def make_model(
+    seed: int = 0, device: str = "cpu", depth: int = DEPTH, dim: int = DIM, heads: int = HEADS
+) -> VisionTransformer:
     """A timm ViT of ``depth`` identical blocks (``model.blocks``) with seeded weights, on ``device``."""
     torch.manual_seed(seed)
-    model = VisionTransformer(img_size=IMAGE, patch_size=PATCH, embed_dim=dim, depth=depth, num_heads=heads,
-                              num_classes=CLASSES)
+    model = VisionTransformer(
+        img_size=IMAGE, patch_size=PATCH, embed_dim=dim, depth=depth, num_heads=heads, num_classes=CLASSES
+    )
     return model.to(device)
 
 

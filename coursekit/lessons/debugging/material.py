@@ -156,8 +156,10 @@ def planted(*bugs: Bug) -> Iterator[tuple[Bug, ...]]:
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
-    no_caches = (inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False),
-                 functorch_config.patch(enable_autograd_cache=False, enable_remote_autograd_cache=False))
+    no_caches = (
+        inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False),
+        functorch_config.patch(enable_autograd_cache=False, enable_remote_autograd_cache=False),
+    )
     with no_caches[0], no_caches[1]:
         restore = install(*bugs)
         torch.compiler.reset()
@@ -191,18 +193,24 @@ def env_for(*bugs: Bug) -> dict[str, str]:
 
 # --- the thread-local dispatcher state a crash can leave behind -------------------------------------
 
+
 def _dispatch_keys() -> tuple[frozenset, frozenset]:
     keys = [k for k in torch._C.DispatchKey.__members__.values()]
-    return (frozenset(k for k in keys if torch._C._dispatch_tls_is_dispatch_key_included(k)),
-            frozenset(k for k in keys if torch._C._dispatch_tls_is_dispatch_key_excluded(k)))
+    return (
+        frozenset(k for k in keys if torch._C._dispatch_tls_is_dispatch_key_included(k)),
+        frozenset(k for k in keys if torch._C._dispatch_tls_is_dispatch_key_excluded(k)),
+    )
 
 
 def leftover_dispatch_keys(before: tuple[frozenset, frozenset]) -> list[str]:
     """Dispatch keys switched on (``+Key``) or off (``-Key``) in this thread since ``before``."""
     included, excluded = _dispatch_keys()
-    return sorted([f"+{k.name}" for k in included - before[0]] + [f"-{k.name}" for k in excluded - before[1]]
-                  + [f"{k.name} no longer included" for k in before[0] - included]
-                  + [f"{k.name} no longer excluded" for k in before[1] - excluded])
+    return sorted(
+        [f"+{k.name}" for k in included - before[0]]
+        + [f"-{k.name}" for k in excluded - before[1]]
+        + [f"{k.name} no longer included" for k in before[0] - included]
+        + [f"{k.name} no longer excluded" for k in before[1] - excluded]
+    )
 
 
 @contextlib.contextmanager
@@ -252,6 +260,7 @@ def reset_bisector() -> bool:
 
 # --- the lesson's models ----------------------------------------------------------------------------
 
+
 class TinyNet(nn.Module):
     """LayerNorm, an MLP with GELU, a tanh-squashed residual and a classifier head: ``[B, T, D] -> [B, C]``."""
 
@@ -290,8 +299,9 @@ class TinyDistiller(nn.Module):
             tokens = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
             teacher_logits = self.teacher(tokens)[:, 0]
         student_logits = self.student(x[:, 0])
-        return F.kl_div(F.log_softmax(student_logits, -1), F.log_softmax(teacher_logits, -1),
-                        log_target=True, reduction="batchmean")
+        return F.kl_div(
+            F.log_softmax(student_logits, -1), F.log_softmax(teacher_logits, -1), log_target=True, reduction="batchmean"
+        )
 
 
 def lesson_input(seed: int = 0, device: str = "cpu", batch: int = 4, tokens: int = 8, dim: int = 32) -> torch.Tensor:
@@ -310,16 +320,26 @@ class Case:
     note: str
 
 
-LESSON_CASES: dict[str, Case] = {c.name: c for c in (
-    Case("no bug", (), TinyNet, "nothing planted: every rung should pass"),
-    Case("crash in Inductor", (Bug("crashing_lowering", "tanh"),), TinyNet, "Inductor's lowering of tanh raises"),
-    Case("wrong decomposition", (Bug("wrong_decomposition", "gelu"),), TinyNet,
-         "GELU's decomposition is off by a few per cent"),
-    Case("wrong lowering", (Bug("wrong_lowering", "rsqrt"),), TinyNet,
-         "Inductor's rsqrt is off by a few per cent"),
-    Case("inference-mode teacher", (), lambda: TinyDistiller("inference_mode"),
-         "a real failure: the teacher runs under torch.inference_mode() inside a training graph"),
-)}
+LESSON_CASES: dict[str, Case] = {
+    c.name: c
+    for c in (
+        Case("no bug", (), TinyNet, "nothing planted: every rung should pass"),
+        Case("crash in Inductor", (Bug("crashing_lowering", "tanh"),), TinyNet, "Inductor's lowering of tanh raises"),
+        Case(
+            "wrong decomposition",
+            (Bug("wrong_decomposition", "gelu"),),
+            TinyNet,
+            "GELU's decomposition is off by a few per cent",
+        ),
+        Case("wrong lowering", (Bug("wrong_lowering", "rsqrt"),), TinyNet, "Inductor's rsqrt is off by a few per cent"),
+        Case(
+            "inference-mode teacher",
+            (),
+            lambda: TinyDistiller("inference_mode"),
+            "a real failure: the teacher runs under torch.inference_mode() inside a training graph",
+        ),
+    )
+}
 
 
 def build_case(name: str, device: str = "cpu", seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor]]:
@@ -328,15 +348,23 @@ def build_case(name: str, device: str = "cpu", seed: int = 0) -> tuple[nn.Module
     return LESSON_CASES[name].make().to(device), (lesson_input(seed, device),)
 
 
-def run_python(code: str, cwd: str | os.PathLike, env: dict[str, str] | None = None,
-               timeout: float = 300) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, cwd: str | os.PathLike, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh Python (this one's interpreter) in ``cwd``, with ``env`` added to the
     environment; stdout and stderr are captured. A crashed or broken compile cannot harm the caller."""
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # --- measuring the ladder ---------------------------------------------------------------------------
+
 
 def gist(exc: BaseException) -> str:
     """The line of an exception's message that says what went wrong, without the advice torch appends."""
@@ -344,7 +372,7 @@ def gist(exc: BaseException) -> str:
     for marker in ("PlantedBugError", "Error:", "Exception:"):
         hits = [ln for ln in lines if marker in ln]
         if hits:
-            line = hits[-1][hits[-1].index(marker):] if marker == "PlantedBugError" else hits[-1]
+            line = hits[-1][hits[-1].index(marker) :] if marker == "PlantedBugError" else hits[-1]
             return line.lstrip(")( ")[:200]
     return (lines[0] if lines else type(exc).__name__)[:200]
 
@@ -374,7 +402,9 @@ def run_rung(fn: Callable, args: Sequence[Any], backend: str, expected: torch.Te
     return row
 
 
-def measure_ladder(fn: Callable, args: Sequence[Any], device: str = "cpu", backends: Sequence[str] = LADDER) -> list[dict]:
+def measure_ladder(
+    fn: Callable, args: Sequence[Any], device: str = "cpu", backends: Sequence[str] = LADDER
+) -> list[dict]:
     """:func:`run_rung` for every backend of the ladder, each against ``fn``'s eager output."""
     expected = fn(*args)
     return [run_rung(fn, args, backend, expected, device) for backend in backends]

@@ -49,8 +49,16 @@ class BrokenScorer(nn.Module):
         return scores * confidence.unsqueeze(-1) * real.unsqueeze(-1)
 
 
-def sample_rows(rows: int, in_features: int, seed: int, *, device: str = "cpu", padding: float = 0.2,
-                scale: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def sample_rows(
+    rows: int,
+    in_features: int,
+    seed: int,
+    *,
+    device: str = "cpu",
+    padding: float = 0.2,
+    scale: float = 1.0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
     """Random feature rows, about ``padding`` of them all-zero (row 0 is always real)."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, in_features, generator=gen, dtype=torch.float64) * scale

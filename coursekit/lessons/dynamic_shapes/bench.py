@@ -18,27 +18,37 @@ each call ran compiled code, whether Dynamo hit ``recompile_limit``, the whole
 stream's time, the steady-state time of a pass over the stream interleaved with
 eager (``coursekit.timing.compare``), and each call's steady-state latency next to
 eager's on the same batch (medians of ``STEADY_PASSES`` alternating passes).  Files are written by
-``coursekit.bench.write_results`` as ``lesson04-<profile>-<device>-torch<version>.{json,md}``.
+``coursekit.results.write_results`` as ``lesson04-<profile>-<device>-torch<version>.{json,md}``.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import statistics
-from pathlib import Path
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
-from coursekit.bench import doc_header, duration, machine_label
 from coursekit.cache import use_repo_compile_cache
-from coursekit.dynamic_shapes import (BUCKETS, MAX_LEN, MIN_LEN, Batch, build, length_stream, pad_to_bucket,
-                                      pad_to_longest, stream_batches)
+from coursekit.lessons.dynamic_shapes.material import (
+    BUCKETS,
+    MAX_LEN,
+    MIN_LEN,
+    Batch,
+    build,
+    length_stream,
+    pad_to_bucket,
+    pad_to_longest,
+    stream_batches,
+)
 from coursekit.profile import Profile, apply_threads
+from coursekit.results import doc_header, duration, machine_label
 from coursekit.timing import compare, time_each, time_per_call
 
 LESSON = "lesson04"
@@ -122,10 +132,12 @@ def mark_lengths(batches: list[Batch], low: int = MIN_LEN, high: int = MAX_LEN) 
 
 def stream_pass(fn: Callable, batches: list[Batch]) -> Callable[[], None]:
     """A function that runs ``fn`` over every batch once, without gradients."""
+
     def run() -> None:
         with torch.no_grad():
             for tokens, lengths in batches:
                 fn(tokens, lengths)
+
     return run
 
 
@@ -146,8 +158,10 @@ def first_pass(fn: Callable, counter: RunCounter, batches: list[Batch], device: 
         return out
 
     seconds = time_each(call, batches, device)
-    return [{"length": t.shape[1], "ms": s * 1e3, "frames": f, "ran_compiled": r}
-            for (t, _), s, f, r in zip(batches, seconds, frames, ran)]
+    return [
+        {"length": t.shape[1], "ms": s * 1e3, "frames": f, "ran_compiled": r}
+        for (t, _), s, f, r in zip(batches, seconds, frames, ran)
+    ]
 
 
 def steady_calls(fn: Callable, eager: Callable, batches: list[Batch], device: str, timeline: list[dict]) -> None:
@@ -162,8 +176,15 @@ def steady_calls(fn: Callable, eager: Callable, batches: list[Batch], device: st
         point["steady_ms"], point["eager_steady_ms"] = statistics.median(a) * 1e3, statistics.median(b) * 1e3
 
 
-def run_strategy(profile: Profile, strategy: Strategy, model: torch.nn.Module, stream: list[list[int]],
-                 eager_pass: Callable[[], None], backend: str = "inductor", seed: int = SEED) -> dict:
+def run_strategy(
+    profile: Profile,
+    strategy: Strategy,
+    model: torch.nn.Module,
+    stream: list[list[int]],
+    eager_pass: Callable[[], None],
+    backend: str = "inductor",
+    seed: int = SEED,
+) -> dict:
     """One strategy over the stream: first pass, compiles and fallbacks, then the steady state."""
     torch.compiler.reset()
     batches = stream_batches(stream, seed, pad_to_bucket if strategy.buckets else pad_to_longest, profile.device)
@@ -176,32 +197,56 @@ def run_strategy(profile: Profile, strategy: Strategy, model: torch.nn.Module, s
         timeline = first_pass(fn, counter, batches, profile.device)
     real = sum(sum(lengths) for lengths in stream)
     row = {
-        "name": strategy.name, "how": strategy.how, "compiled": strategy.compiled, "timeline": timeline,
+        "name": strategy.name,
+        "how": strategy.how,
+        "compiled": strategy.compiled,
+        "timeline": timeline,
         "frames": counter.frame_count,
         "graphs": counters["stats"]["unique_graphs"] - graphs_before if strategy.compiled else 0,
         "shapes": len({t.shape[1] for t, _ in batches}),
         "eager_fallback_calls": sum(not p["ran_compiled"] for p in timeline) if strategy.compiled else 0,
-        "recompile_limit_hit": bool(warnings), "recompile_limit_warnings": [w.splitlines()[0] for w in warnings],
-        "stream_ms": sum(p["ms"] for p in timeline), "first_call_ms": timeline[0]["ms"],
+        "recompile_limit_hit": bool(warnings),
+        "recompile_limit_warnings": [w.splitlines()[0] for w in warnings],
+        "stream_ms": sum(p["ms"] for p in timeline),
+        "first_call_ms": timeline[0]["ms"],
         "padding": 1 - real / sum(t.numel() for t, _ in batches),
     }
     this_pass = stream_pass(fn, batches)
     if strategy.compiled:
-        ab = compare(eager_pass, this_pass, lambda i: (), device=profile.device, trials=profile.trials,
-                     warmup=profile.warmup, min_sample_s=profile.min_sample_s)
+        ab = compare(
+            eager_pass,
+            this_pass,
+            lambda i: (),
+            device=profile.device,
+            trials=profile.trials,
+            warmup=profile.warmup,
+            min_sample_s=profile.min_sample_s,
+        )
         steady = ab.candidate
         row["speedup"] = {"median": ab.speedup, "q1": ab.speedup_q1, "q3": ab.speedup_q3, "trials": ab.trials}
     else:
-        steady = time_per_call(this_pass, lambda i: (), device=profile.device, warmup=profile.warmup,
-                               samples=profile.trials, min_sample_s=profile.min_sample_s)
+        steady = time_per_call(
+            this_pass,
+            lambda i: (),
+            device=profile.device,
+            warmup=profile.warmup,
+            samples=profile.trials,
+            min_sample_s=profile.min_sample_s,
+        )
     row["pass_ms"] = _ms(steady)
     row["tokens_per_s"] = real / steady.median_s
     steady_calls(fn, model, batches, profile.device, timeline)
     return row
 
 
-def measure_dynamic_shapes(profile: Profile, backend: str = "inductor", steps: int = STEPS, batch: int = BATCH,
-                           seed: int = SEED, names: list[str] | None = None) -> dict:
+def measure_dynamic_shapes(
+    profile: Profile,
+    backend: str = "inductor",
+    steps: int = STEPS,
+    batch: int = BATCH,
+    seed: int = SEED,
+    names: list[str] | None = None,
+) -> dict:
     """Every strategy of ``STRATEGIES`` (or those in ``names``) over one seeded stream (see the module docstring).
 
     Call ``use_repo_compile_cache()`` before importing this module to use the repository's Inductor cache.
@@ -212,20 +257,31 @@ def measure_dynamic_shapes(profile: Profile, backend: str = "inductor", steps: i
     stream = length_stream(steps, batch, seed)
     model = build("plain", seed, profile.device)
     eager_pass = stream_pass(model, stream_batches(stream, seed, device=profile.device))
-    rows = [run_strategy(profile, s, model, stream, eager_pass, backend, seed)
-            for s in STRATEGIES if names is None or s.name in names]
+    rows = [
+        run_strategy(profile, s, model, stream, eager_pass, backend, seed)
+        for s in STRATEGIES
+        if names is None or s.name in names
+    ]
     torch.compiler.reset()
     return {
-        "backend": backend, "recompile_limit": torch._dynamo.config.recompile_limit,
+        "backend": backend,
+        "recompile_limit": torch._dynamo.config.recompile_limit,
         "compile_cache": {"dir": str(cache), "entries_before": cache_entries},
-        "stream": {"steps": steps, "batch": batch, "seed": seed, "longest": [max(s) for s in stream],
-                   "distinct_lengths": len({max(s) for s in stream}), "tokens": sum(map(sum, stream))},
+        "stream": {
+            "steps": steps,
+            "batch": batch,
+            "seed": seed,
+            "longest": [max(s) for s in stream],
+            "distinct_lengths": len({max(s) for s in stream}),
+            "tokens": sum(map(sum, stream)),
+        },
         "strategies": rows,
     }
 
 
-def reduce_overhead_calls(profile: Profile, longest: tuple[int, ...] = (24, 24, 24, 40, 40, 40, 17, 17, 17, 24),
-                          seed: int = SEED) -> dict:
+def reduce_overhead_calls(
+    profile: Profile, longest: tuple[int, ...] = (24, 24, 24, 40, 40, 40, 17, 17, 17, 24), seed: int = SEED
+) -> dict:
     """``torch.compile(model, mode="reduce-overhead")`` (CUDA graphs) over batches with these longest lengths.
 
     Per call: latency, graphs compiled so far (Dynamo's ``unique_graphs`` counter) and CUDA graphs recorded
@@ -266,10 +322,13 @@ def reduce_overhead_calls(profile: Profile, longest: tuple[int, ...] = (24, 24, 
         callback_handler.remove_start_callback(on_start)
     torch.compiler.reset()
     return {
-        "calls": [{"length": n, "ms": s * 1e3, "graphs": g, "cudagraph_recordings": r}
-                  for n, s, g, r in zip(longest, seconds, graphs, recordings)],
-        "inductor_counters": {k: v - cudagraph_before.get(k, 0) for k, v in counters["inductor"].items()
-                              if "cudagraph" in k},
+        "calls": [
+            {"length": n, "ms": s * 1e3, "graphs": g, "cudagraph_recordings": r}
+            for n, s, g, r in zip(longest, seconds, graphs, recordings)
+        ],
+        "inductor_counters": {
+            k: v - cudagraph_before.get(k, 0) for k, v in counters["inductor"].items() if "cudagraph" in k
+        },
     }
 
 
@@ -283,27 +342,35 @@ def judge(speedup: dict) -> str:
 def describe(result: dict) -> str:
     """Readable lines for a notebook: per strategy, compiles, fallbacks, stream time and steady state."""
     s = result["stream"]
-    lines = [f"stream: {s['steps']} batches of {s['batch']}, {s['distinct_lengths']} distinct longest lengths, "
-             f"{s['tokens']} real tokens; recompile_limit={result['recompile_limit']}; backend {result['backend']}; "
-             f"Inductor cache entries before the run: {result['compile_cache']['entries_before']} (0: cold start)"]
+    lines = [
+        f"stream: {s['steps']} batches of {s['batch']}, {s['distinct_lengths']} distinct longest lengths, "
+        f"{s['tokens']} real tokens; recompile_limit={result['recompile_limit']}; backend {result['backend']}; "
+        f"Inductor cache entries before the run: {result['compile_cache']['entries_before']} (0: cold start)"
+    ]
     for r in result["strategies"]:
         lines.append(f"{r['name']:18s} {r['how']}")
         if r["compiled"]:
-            lines.append(f"{'':18s} {r['frames']} backend compiles ({r['graphs']} graphs kept) for {r['shapes']} "
-                         f"shapes; {r['eager_fallback_calls']} calls ran no compiled code; recompile limit hit: "
-                         f"{r['recompile_limit_hit']}")
-        lines.append(f"{'':18s} whole stream {duration(r['stream_ms'])} (first call {duration(r['first_call_ms'])}); "
-                     f"steady pass {r['pass_ms']['median']:.3g} ms (IQR {r['pass_ms']['q1']:.3g}-"
-                     f"{r['pass_ms']['q3']:.3g}), {r['tokens_per_s']:,.0f} real tokens/s, padding {r['padding']:.0%}")
+            lines.append(
+                f"{'':18s} {r['frames']} backend compiles ({r['graphs']} graphs kept) for {r['shapes']} "
+                f"shapes; {r['eager_fallback_calls']} calls ran no compiled code; recompile limit hit: "
+                f"{r['recompile_limit_hit']}"
+            )
+        lines.append(
+            f"{'':18s} whole stream {duration(r['stream_ms'])} (first call {duration(r['first_call_ms'])}); "
+            f"steady pass {r['pass_ms']['median']:.3g} ms (IQR {r['pass_ms']['q1']:.3g}-"
+            f"{r['pass_ms']['q3']:.3g}), {r['tokens_per_s']:,.0f} real tokens/s, padding {r['padding']:.0%}"
+        )
         if "speedup" in r:
             x = r["speedup"]
-            lines.append(f"{'':18s} vs eager: {x['median']:.2f}x (IQR {x['q1']:.2f}-{x['q3']:.2f}, "
-                         f"{x['trials']} interleaved trials) -> {judge(x)}")
+            lines.append(
+                f"{'':18s} vs eager: {x['median']:.2f}x (IQR {x['q1']:.2f}-{x['q3']:.2f}, "
+                f"{x['trials']} interleaved trials) -> {judge(x)}"
+            )
     return "\n".join(lines)
 
 
 def results_doc(profile: Profile, result: dict) -> dict:
-    """The JSON document: ``coursekit.bench``'s header plus the measurement."""
+    """The JSON document: ``coursekit.results``' header plus the measurement."""
     return {**doc_header(profile, LESSON), **result}
 
 
@@ -332,7 +399,8 @@ def markdown_table(doc: dict) -> str:
             f"| {r['name']} | {r['how']} | {compiles} | {r['eager_fallback_calls'] if r['compiled'] else '-'} "
             f"| {'yes' if r['recompile_limit_hit'] else 'no'} | {duration(r['stream_ms'])} "
             f"| {duration(r['first_call_ms'])} | {p['median']:.3g} [{p['q1']:.3g}-{p['q3']:.3g}] "
-            f"| {r['tokens_per_s']:,.0f} | {vs} | {r['padding']:.0%} |")
+            f"| {r['tokens_per_s']:,.0f} | {vs} | {r['padding']:.0%} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -343,14 +411,25 @@ def print_table(doc: dict) -> None:
 
     console = Console()
     console.width = max(console.width, 110)  # not a terminal (CI, a pipe): rich assumes 80 columns
-    table = Table(title=f"lesson 4 dynamic shapes on {machine_label(doc)}, profile {doc['profile']['name']}, "
-                        f"torch {doc['torch']}")
+    table = Table(
+        title=f"lesson 4 dynamic shapes on {machine_label(doc)}, profile {doc['profile']['name']}, torch {doc['torch']}"
+    )
     for col in ("strategy", "compiles", "eager calls", "limit hit", "stream", "steady ms", "tokens/s", "vs eager"):
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for r in doc["strategies"]:
         table.add_row(
-            r["name"], f"{r['frames']} ({r['graphs']})" if r["compiled"] else "-",
-            str(r["eager_fallback_calls"]) if r["compiled"] else "-", "yes" if r["recompile_limit_hit"] else "no",
-            duration(r["stream_ms"]), f"{r['pass_ms']['median']:.3g}", f"{r['tokens_per_s']:,.0f}",
-            f"{r['speedup']['median']:.2f}x" if "speedup" in r else "-")
+            r["name"],
+            f"{r['frames']} ({r['graphs']})" if r["compiled"] else "-",
+            str(r["eager_fallback_calls"]) if r["compiled"] else "-",
+            "yes" if r["recompile_limit_hit"] else "no",
+            duration(r["stream_ms"]),
+            f"{r['pass_ms']['median']:.3g}",
+            f"{r['tokens_per_s']:,.0f}",
+            f"{r['speedup']['median']:.2f}x" if "speedup" in r else "-",
+        )
     console.print(table)
+
+
+def run(profile: Profile, args: argparse.Namespace | None = None) -> dict:
+    """The results document of ``python -m coursekit.bench --lesson dynamic_shapes``."""
+    return results_doc(profile, measure_dynamic_shapes(profile))

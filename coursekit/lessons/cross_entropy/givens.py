@@ -24,8 +24,9 @@ IGNORE_INDEX = -100
 class NaiveSmoothedCE(nn.Module):
     """Correct for moderate logits, and slow in five different ways."""
 
-    def __init__(self, class_weights: Sequence[float], smoothing: float = 0.1,
-                 ignore_index: int = IGNORE_INDEX) -> None:
+    def __init__(
+        self, class_weights: Sequence[float], smoothing: float = 0.1, ignore_index: int = IGNORE_INDEX
+    ) -> None:
         super().__init__()
         self.class_weights = list(class_weights)
         self.smoothing = smoothing
@@ -48,8 +49,9 @@ class NaiveSmoothedCE(nn.Module):
         return ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()
 
 
-def naive_train_step(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
-                     images: torch.Tensor, labels: torch.Tensor) -> float:
+def naive_train_step(
+    model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor
+) -> float:
     """A training step that returns a Python float: it waits for the device every step."""
     optimizer.zero_grad()
     loss = loss_fn(model(images), labels)
@@ -58,9 +60,17 @@ def naive_train_step(model: nn.Module, loss_fn: nn.Module, optimizer: torch.opti
     return loss.item()
 
 
-def sample_inputs(rows: int, classes: int, seed: int, *, device: str = "cpu", ignore_fraction: float = 0.1,
-                  ignore_index: int = IGNORE_INDEX, scale: float = 1.0,
-                  dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+def sample_inputs(
+    rows: int,
+    classes: int,
+    seed: int,
+    *,
+    device: str = "cpu",
+    ignore_fraction: float = 0.1,
+    ignore_index: int = IGNORE_INDEX,
+    scale: float = 1.0,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
     """Random logits (requiring grad), targets with some ``ignore_index`` rows, and class weights."""
     gen = torch.Generator().manual_seed(seed)
     logits = (torch.randn(rows, classes, generator=gen, dtype=torch.float64) * scale).to(dtype)

@@ -5,7 +5,7 @@ The source article distils a depth-24 ViT into timm's default ViT with an
 set-ups: compiling the model only, compiling the loss on its own, and
 wrapping model, teacher and loss in one module compiled as one graph (with a
 pass-through loss).  :func:`build` makes each of those, :func:`measure`
-times one, and ``coursekit.bench03`` records them all.
+times one, and ``coursekit.lessons.distillation.bench`` records them all.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from coursekit.profile import Profile, ViTShape
+from coursekit.models import Batch, image_batch, make_vit  # noqa: F401 - the lesson's names for them
+from coursekit.profile import Profile
 from coursekit.timing import Timing, synchronize, time_per_call
 
 VARIANTS: dict[str, str] = {
@@ -30,29 +30,11 @@ VARIANTS: dict[str, str] = {
     "one graph": "student + teacher + loss wrapped in one module, compiled together; a pass-through loss",
 }
 TEACHER_MODES = ("no_grad", "inference_mode")
-Batch = tuple[torch.Tensor, torch.Tensor]
-
-
-def make_vit(profile: Profile, shape: ViTShape, seed: int = 0) -> VisionTransformer:
-    """A timm ``VisionTransformer`` of ``shape`` for the profile's images, on its device."""
-    torch.manual_seed(seed)
-    model = VisionTransformer(img_size=profile.vit_image, patch_size=profile.vit_patch,
-                              num_classes=profile.vit_classes, embed_dim=shape.dim, depth=shape.depth,
-                              num_heads=shape.heads)
-    return model.to(profile.device)
 
 
 def freeze(teacher: nn.Module) -> nn.Module:
     """Put ``teacher`` in eval mode with no parameter requiring a gradient; returns it."""
     return teacher.eval().requires_grad_(False)
-
-
-def image_batch(profile: Profile, seed: int) -> Batch:
-    """Random images and labels (the article's fake dataset), made on the CPU for repeatability."""
-    gen = torch.Generator().manual_seed(seed)
-    images = torch.randn(profile.vit_batch, 3, profile.vit_image, profile.vit_image, generator=gen)
-    labels = torch.randint(0, profile.vit_classes, (profile.vit_batch,), generator=gen)
-    return images.to(profile.device), labels.to(profile.device)
 
 
 def teacher_context(mode: str) -> contextlib.AbstractContextManager:
@@ -110,8 +92,15 @@ class Setup:
     optimizer: torch.optim.Optimizer
 
 
-def build(variant: str, profile: Profile, *, amp: bool = False, mode: str | None = None,
-          teacher_mode: str = "no_grad", seed: int = 0) -> Setup:
+def build(
+    variant: str,
+    profile: Profile,
+    *,
+    amp: bool = False,
+    mode: str | None = None,
+    teacher_mode: str = "no_grad",
+    seed: int = 0,
+) -> Setup:
     """The distillation training step for ``variant`` (see ``VARIANTS``).
 
     ``amp`` runs the forward under bf16 autocast; ``mode`` is passed to
@@ -151,8 +140,9 @@ def build(variant: str, profile: Profile, *, amp: bool = False, mode: str | None
     return Setup(variant, step, model, optimizer)
 
 
-def classifier_step(profile: Profile, *, compiled: bool, amp: bool, mode: str | None = None,
-                    seed: int = 0) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def classifier_step(
+    profile: Profile, *, compiled: bool, amp: bool, mode: str | None = None, seed: int = 0
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The article's first experiment: a plain ViT classifier trained with cross-entropy and Adam."""
     model = make_vit(profile, profile.student, seed).train()
     optimizer = torch.optim.Adam(model.parameters())
@@ -187,8 +177,9 @@ class StepTimes:
         return max(extra, 0.0) / saved if saved > 0 else float("inf")
 
 
-def measure(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], profile: Profile,
-            samples: int = 7, seed: int = 1000) -> StepTimes:
+def measure(
+    step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], profile: Profile, samples: int = 7, seed: int = 1000
+) -> StepTimes:
     """Time the first call of ``step`` (compilation), then its median over fresh batches."""
     batches = [image_batch(profile, seed + i) for i in range(4)]
     synchronize(profile.device)
@@ -196,13 +187,20 @@ def measure(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], profile:
     step(*batches[0])
     synchronize(profile.device)
     first = time.perf_counter() - start
-    timing = time_per_call(step, lambda i: batches[i % len(batches)], device=profile.device,
-                           warmup=profile.warmup, samples=samples, min_sample_s=profile.min_sample_s)
+    timing = time_per_call(
+        step,
+        lambda i: batches[i % len(batches)],
+        device=profile.device,
+        warmup=profile.warmup,
+        samples=samples,
+        min_sample_s=profile.min_sample_s,
+    )
     return StepTimes(first, timing)
 
 
-def loss_curve(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], profile: Profile, steps: int,
-               seed: int = 5000) -> Iterator[float]:
+def loss_curve(
+    step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], profile: Profile, steps: int, seed: int = 5000
+) -> Iterator[float]:
     """Run ``steps`` training steps on a small repeating set of batches; yield each loss (read on the host)."""
     batches = [image_batch(profile, seed + i) for i in range(4)]
     for i in range(steps):

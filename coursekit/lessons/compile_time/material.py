@@ -8,7 +8,7 @@
 * ``lr_hygiene``: a compiled optimizer + LR scheduler step with the learning rate as a float or a tensor:
   graphs compiled after each step, and each step's time.
 
-Run ``python -m coursekit.compile_time --how whole --cache-dir DIR`` to see one probe's JSON.
+Run ``python -m coursekit.lessons.compile_time.material --how whole --cache-dir DIR`` to see one probe's JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from coursekit.distill import image_batch, make_vit
+from coursekit.models import image_batch, make_vit
 from coursekit.profile import Profile, ViTShape, apply_threads, get_profile
 from coursekit.timing import synchronize
 
@@ -92,16 +92,24 @@ def _probe(args: argparse.Namespace) -> ColdStart:
         if artifacts is not None:
             Path(args.save).write_bytes(artifacts[0])
             saved = len(artifacts[0])
-    return ColdStart(args.how, args.cache_label, first, second, counters["inductor"]["fxgraph_cache_hit"],
-                     counters["inductor"]["fxgraph_cache_miss"], counters["aot_autograd"]["autograd_cache_hit"],
-                     saved)
+    return ColdStart(
+        args.how,
+        args.cache_label,
+        first,
+        second,
+        counters["inductor"]["fxgraph_cache_hit"],
+        counters["inductor"]["fxgraph_cache_miss"],
+        counters["aot_autograd"]["autograd_cache_hit"],
+        saved,
+    )
 
 
-def probe(how: str, cache_dir: Path, label: str, load: Path | None = None, save: Path | None = None,
-          timeout_s: float = 1800) -> ColdStart:
+def probe(
+    how: str, cache_dir: Path, label: str, load: Path | None = None, save: Path | None = None, timeout_s: float = 1800
+) -> ColdStart:
     """One first training step in a fresh Python process whose Inductor cache is ``cache_dir``."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir)}
-    cmd = [sys.executable, "-m", "coursekit.compile_time", "--how", how, "--cache-label", label]
+    cmd = [sys.executable, "-m", "coursekit.lessons.compile_time.material", "--how", how, "--cache-label", label]
     cmd += ["--load", str(load)] if load else []
     cmd += ["--save", str(save)] if save else []
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -110,8 +118,12 @@ def probe(how: str, cache_dir: Path, label: str, load: Path | None = None, save:
     return ColdStart(**json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-COLD_STARTS = ("whole, empty cache", "whole, warm cache (same folder)", "whole, mega-cache loaded",
-               "regional, empty cache")
+COLD_STARTS = (
+    "whole, empty cache",
+    "whole, warm cache (same folder)",
+    "whole, mega-cache loaded",
+    "regional, empty cache",
+)
 
 
 def cold_starts(scratch: Path) -> dict[str, ColdStart]:
@@ -123,12 +135,17 @@ def cold_starts(scratch: Path) -> dict[str, ColdStart]:
     scratch.mkdir(parents=True, exist_ok=True)
     artifacts = scratch / "mega-cache.bin"
     try:
-        runs = dict(zip(COLD_STARTS, (
-            probe("whole", scratch / "a", "empty", save=artifacts),
-            probe("whole", scratch / "a", "warm"),
-            probe("whole", scratch / "b", "mega-cache", load=artifacts),
-            probe("regional", scratch / "c", "empty"),
-        )))
+        runs = dict(
+            zip(
+                COLD_STARTS,
+                (
+                    probe("whole", scratch / "a", "empty", save=artifacts),
+                    probe("whole", scratch / "a", "warm"),
+                    probe("whole", scratch / "b", "mega-cache", load=artifacts),
+                    probe("regional", scratch / "c", "empty"),
+                ),
+            )
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return runs
@@ -145,12 +162,15 @@ def capture_seconds(profile: Profile, how: str, depth: int, backend: str = "aot_
     return time.perf_counter() - start
 
 
-def capture_scaling(profile: Profile, depths: list[int], trials: int = 2,
-                    backend: str = "aot_eager") -> dict[str, list[float]]:
+def capture_scaling(
+    profile: Profile, depths: list[int], trials: int = 2, backend: str = "aot_eager"
+) -> dict[str, list[float]]:
     """Median capture seconds per depth, whole model and regional (after one untimed warm-up capture)."""
     capture_seconds(profile, "whole", depths[0], backend)  # imports and first-use costs: not a trial
-    return {how: [statistics.median(capture_seconds(profile, how, d, backend, t) for t in range(trials))
-                  for d in depths] for how in HOWS}
+    return {
+        how: [statistics.median(capture_seconds(profile, how, d, backend, t) for t in range(trials)) for d in depths]
+        for how in HOWS
+    }
 
 
 @dataclass
@@ -163,15 +183,22 @@ class HygieneRun:
     lrs: list[float]
 
 
-def lr_hygiene(profile: Profile, lr_kind: str, steps: int, backend: object = "inductor",
-               scheduler: Callable | None = None, depth: int = 2, lr: float = 1e-3,
-               fail_on_recompile_after: int | None = None) -> HygieneRun:
+def lr_hygiene(
+    profile: Profile,
+    lr_kind: str,
+    steps: int,
+    backend: object = "inductor",
+    scheduler: Callable | None = None,
+    depth: int = 2,
+    lr: float = 1e-3,
+    fail_on_recompile_after: int | None = None,
+) -> HygieneRun:
     """``steps`` steps of AdamW + a warm-up-then-cosine ``LambdaLR`` with the step compiled; ``lr_kind`` is
     ``"float"`` or ``"tensor"``. Counts graphs with a ``CompileCounterWithBackend(backend)``. From step
     ``fail_on_recompile_after + 1`` on, steps run under ``set_stance("fail_on_recompile")``."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
-    from coursekit.ex06 import make_scheduler
+    from coursekit.lessons.compile_time.givens import make_scheduler
 
     torch.compiler.reset()
     model = make_vit(profile, replace(lesson_shape(profile), depth=depth))

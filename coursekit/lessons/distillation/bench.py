@@ -6,7 +6,7 @@ The lesson notebook calls the pieces (:func:`measure_classifier`, :func:`measure
 the same code.  It reports
 
 * the article's first experiment, a timm ViT classifier: eager and compiled, fp32 and bf16 autocast;
-* the distillation step of every variant of ``coursekit.distill.VARIANTS``, fp32 and bf16;
+* the distillation step of every variant of ``coursekit.lessons.distillation.material.VARIANTS``, fp32 and bf16;
 * compile modes on the one-graph variant: default, reduce-overhead, and max-autotune on CUDA only;
 * what a teacher run under ``torch.inference_mode()`` does to each variant (each in a fresh process).
 
@@ -21,6 +21,7 @@ cache is left alone and its hits are counted per row (a hit makes a compile much
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -32,17 +33,19 @@ import torch
 from torch._dynamo.utils import counters
 from tqdm import tqdm
 
-from coursekit.bench import doc_header, duration, machine_label
 from coursekit.cache import CACHE_ENV, repo_root, use_repo_compile_cache
-from coursekit.distill import VARIANTS, StepTimes, build, classifier_step, image_batch, measure
+from coursekit.lessons.distillation.material import VARIANTS, StepTimes, build, classifier_step, image_batch, measure
 from coursekit.profile import DEVICE_ENV, PROFILE_ENV, Profile, apply_threads
+from coursekit.results import doc_header, duration, machine_label
 from coursekit.timing import Timing, compare, synchronize
 
 LESSON = "lesson03"
 DTYPES = {"fp32": False, "bf16": True}  # label -> autocast to bf16
 MODES = ("default", "reduce-overhead", "max-autotune")
-CUDA_ONLY_MODES = {"max-autotune": "runs only on CUDA: it benchmarks many candidate kernels for every matmul "
-                                   "and multiplies the compile time, which a CPU smoke run cannot afford"}
+CUDA_ONLY_MODES = {
+    "max-autotune": "runs only on CUDA: it benchmarks many candidate kernels for every matmul "
+    "and multiplies the compile time, which a CPU smoke run cannot afford"
+}
 ONE_GRAPH = "one graph"
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -61,7 +64,7 @@ def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 def eager_row(dtype: str, step: Step, profile: Profile) -> dict:
-    """The eager step's first call and steady state (``coursekit.distill.measure``), as a results row."""
+    """The eager step's first call and steady state (``material.measure``), as a results row."""
     times = measure(step, profile)
     return {"name": "eager", "dtype": dtype, "compiled": False, "first_s": times.first_s, "step_ms": _ms(times.step)}
 
@@ -86,14 +89,28 @@ def compiled_row(name: str, dtype: str, step: Step, eager: Step, eager_first_s: 
     first = first_call_s(step, profile)
     fx_cache = _delta(cache_counts(), before)
     batches = [image_batch(profile, 2000 + i) for i in range(4)]
-    ab = compare(eager, step, lambda i: batches[i % len(batches)], device=profile.device, trials=profile.trials,
-                 warmup=profile.warmup, min_sample_s=profile.min_sample_s)
+    ab = compare(
+        eager,
+        step,
+        lambda i: batches[i % len(batches)],
+        device=profile.device,
+        trials=profile.trials,
+        warmup=profile.warmup,
+        min_sample_s=profile.min_sample_s,
+    )
     breakeven = StepTimes(first, ab.candidate).breakeven_steps(StepTimes(eager_first_s, ab.baseline))
-    return {"name": name, "dtype": dtype, "compiled": True, "first_s": first, "fx_cache": fx_cache,
-            "step_ms": _ms(ab.candidate), "eager_ms": _ms(ab.baseline),
-            "speedup": ab.baseline.median_s / ab.candidate.median_s,  # ratio of the two medians
-            "ab": {"median": ab.speedup, "q1": ab.speedup_q1, "q3": ab.speedup_q3, "trials": ab.trials},
-            "breakeven_steps": None if breakeven == float("inf") else breakeven}
+    return {
+        "name": name,
+        "dtype": dtype,
+        "compiled": True,
+        "first_s": first,
+        "fx_cache": fx_cache,
+        "step_ms": _ms(ab.candidate),
+        "eager_ms": _ms(ab.baseline),
+        "speedup": ab.baseline.median_s / ab.candidate.median_s,  # ratio of the two medians
+        "ab": {"median": ab.speedup, "q1": ab.speedup_q1, "q3": ab.speedup_q3, "trials": ab.trials},
+        "breakeven_steps": None if breakeven == float("inf") else breakeven,
+    }
 
 
 def judge(ab: dict) -> str:
@@ -123,8 +140,9 @@ def measure_classifier(profile: Profile, dtypes: Iterable[str] = DTYPES, progres
     return rows
 
 
-def measure_distillation(profile: Profile, variants: Iterable[str] = VARIANTS, dtypes: Iterable[str] = DTYPES,
-                         progress: bool = True) -> list[dict]:
+def measure_distillation(
+    profile: Profile, variants: Iterable[str] = VARIANTS, dtypes: Iterable[str] = DTYPES, progress: bool = True
+) -> list[dict]:
     """Every variant of ``VARIANTS`` (eager first) for each of ``dtypes``, compared with eager of that dtype."""
     apply_threads(profile)
     use_repo_compile_cache()
@@ -152,8 +170,13 @@ def modes_dtype(profile: Profile) -> str:
     return "bf16" if profile.device_class == "cuda" else "fp32"
 
 
-def measure_modes(profile: Profile, modes: Iterable[str] = MODES, dtype: str | None = None,
-                  reuse: Sequence[dict] = (), progress: bool = True) -> dict:
+def measure_modes(
+    profile: Profile,
+    modes: Iterable[str] = MODES,
+    dtype: str | None = None,
+    reuse: Sequence[dict] = (),
+    progress: bool = True,
+) -> dict:
     """The one-graph step under each compile mode, with first call, step time and break-even steps.
 
     ``reuse`` takes rows from :func:`measure_distillation`: its eager row and its one-graph row (= the
@@ -206,8 +229,14 @@ def probe_teacher_mode(profile: Profile, variant: str, teacher_mode: str, seed: 
         outcome, ok = "ran", True
     except Exception as err:  # the point of the probe: report the failure instead of raising it
         outcome, ok = error_summary(err), False
-    return {"variant": variant, "teacher_mode": teacher_mode, "ok": ok, "outcome": outcome,
-            "seconds": time.perf_counter() - start, "healthy_after": tensors_work()}
+    return {
+        "variant": variant,
+        "teacher_mode": teacher_mode,
+        "ok": ok,
+        "outcome": outcome,
+        "seconds": time.perf_counter() - start,
+        "healthy_after": tensors_work(),
+    }
 
 
 def tensors_work() -> bool:
@@ -218,9 +247,11 @@ def tensors_work() -> bool:
         return False
 
 
-_PROBE = ("import json, sys; from coursekit.cache import use_repo_compile_cache; use_repo_compile_cache(); "
-          "from coursekit.bench03 import probe_teacher_mode; from coursekit.profile import get_profile; "
-          "print(json.dumps(probe_teacher_mode(get_profile(), sys.argv[1], sys.argv[2])))")
+_PROBE = (
+    "import json, sys; from coursekit.cache import use_repo_compile_cache; use_repo_compile_cache(); "
+    "from coursekit.lessons.distillation.bench import probe_teacher_mode; from coursekit.profile import get_profile; "
+    "print(json.dumps(probe_teacher_mode(get_profile(), sys.argv[1], sys.argv[2])))"
+)
 
 
 def _probe_result(proc: subprocess.Popen, variant: str, teacher_mode: str, timeout: float) -> dict:
@@ -233,21 +264,40 @@ def _probe_result(proc: subprocess.Popen, variant: str, teacher_mode: str, timeo
     if proc.returncode == 0 and lines:
         return json.loads(lines[-1])
     last = (err.strip().splitlines() or ["no output"])[-1]
-    return {"variant": variant, "teacher_mode": teacher_mode, "ok": False, "seconds": None, "healthy_after": None,
-            "outcome": f"child process exited with {proc.returncode}: {last}"}
+    return {
+        "variant": variant,
+        "teacher_mode": teacher_mode,
+        "ok": False,
+        "seconds": None,
+        "healthy_after": None,
+        "outcome": f"child process exited with {proc.returncode}: {last}",
+    }
 
 
-def probe_isolated(profile: Profile, variants: Iterable[str] = VARIANTS, teacher_mode: str = "inference_mode",
-                   timeout: float = 600) -> list[dict]:
+def probe_isolated(
+    profile: Profile, variants: Iterable[str] = VARIANTS, teacher_mode: str = "inference_mode", timeout: float = 600
+) -> list[dict]:
     """:func:`probe_teacher_mode` for each variant, each in a fresh Python process (run side by side)."""
     env = {**os.environ, PROFILE_ENV: profile.name, DEVICE_ENV: profile.device, CACHE_ENV: use_repo_compile_cache()}
-    procs = [(v, subprocess.Popen([sys.executable, "-c", _PROBE, v, teacher_mode], cwd=repo_root(), env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) for v in variants]
+    procs = [
+        (
+            v,
+            subprocess.Popen(
+                [sys.executable, "-c", _PROBE, v, teacher_mode],
+                cwd=repo_root(),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+        )
+        for v in variants
+    ]
     return [_probe_result(proc, v, teacher_mode, timeout) for v, proc in procs]
 
 
 def results_doc(profile: Profile, result: dict) -> dict:
-    """The JSON document: ``coursekit.bench``'s header plus the measurement."""
+    """The JSON document: ``coursekit.results``' header plus the measurement."""
     return {**doc_header(profile, LESSON), **result}
 
 
@@ -257,8 +307,10 @@ def measure_lesson3(profile: Profile, progress: bool = True, probes: bool = True
     distillation = measure_distillation(profile, progress=progress)
     modes = measure_modes(profile, reuse=distillation, progress=progress)
     teacher_modes = probe_isolated(profile) if probes else []
-    return results_doc(profile, {"classifier": classifier, "distillation": distillation, "modes": modes,
-                                 "teacher_modes": teacher_modes})
+    return results_doc(
+        profile,
+        {"classifier": classifier, "distillation": distillation, "modes": modes, "teacher_modes": teacher_modes},
+    )
 
 
 def _first_call(row: dict) -> str:
@@ -279,27 +331,34 @@ def describe_rows(rows: Sequence[dict]) -> str:
     lines = []
     for r in rows:
         s = r["step_ms"]
-        lines.append(f"{r['dtype']}  {r['name']:18s} step {s['median']:7.3g} ms (IQR {s['q1']:.3g}-{s['q3']:.3g})  "
-                     f"first call {_first_call(r)}")
+        lines.append(
+            f"{r['dtype']}  {r['name']:18s} step {s['median']:7.3g} ms (IQR {s['q1']:.3g}-{s['q3']:.3g})  "
+            f"first call {_first_call(r)}"
+        )
         if "ab" in r:
             ab = r["ab"]
-            lines.append(f"{'':24s} vs eager {r['dtype']} ({r['eager_ms']['median']:.3g} ms in the same "
-                         f"{ab['trials']} interleaved trials): {ab['median']:.2f}x (IQR {ab['q1']:.2f}-{ab['q3']:.2f}) "
-                         f"-> {judge(ab)}; the compile pays for itself after {_breakeven(r)}")
+            lines.append(
+                f"{'':24s} vs eager {r['dtype']} ({r['eager_ms']['median']:.3g} ms in the same "
+                f"{ab['trials']} interleaved trials): {ab['median']:.2f}x (IQR {ab['q1']:.2f}-{ab['q3']:.2f}) "
+                f"-> {judge(ab)}; the compile pays for itself after {_breakeven(r)}"
+            )
     return "\n".join(lines)
 
 
 def describe_modes(modes: dict) -> str:
     """Readable lines for a notebook: each compile mode, and the modes skipped with the reason."""
     e = modes["eager"]
-    lines = [f"{modes['variant']} variant, {modes['dtype']}; eager step {e['step_ms']['median']:.3g} ms",
-             describe_rows(modes["rows"])]
+    lines = [
+        f"{modes['variant']} variant, {modes['dtype']}; eager step {e['step_ms']['median']:.3g} ms",
+        describe_rows(modes["rows"]),
+    ]
     for r in modes["rows"]:
         if r.get("reused"):
             lines.append(f"  {r['name']}: the {modes['variant']} row of the distillation measurement")
         if r.get("cudagraph_skips"):
-            lines.append(f"  {r['name']}: Inductor skipped CUDA graphs {r['cudagraph_skips']} time(s) "
-                         "(counter cudagraph_skips)")
+            lines.append(
+                f"  {r['name']}: Inductor skipped CUDA graphs {r['cudagraph_skips']} time(s) (counter cudagraph_skips)"
+            )
     lines += [f"  {mode}: skipped, {why}" for mode, why in modes["skipped"].items()]
     return "\n".join(lines)
 
@@ -320,12 +379,16 @@ def _quartiles(ms: dict) -> str:
 def _md_row(r: dict) -> str:
     eager = _quartiles(r["eager_ms"]) if "eager_ms" in r else "-"
     ab = f"{r['ab']['median']:.2f}x [{r['ab']['q1']:.2f}-{r['ab']['q3']:.2f}] {judge(r['ab'])}" if "ab" in r else "-"
-    return (f"| {r['name']} | {r['dtype']} | {_quartiles(r['step_ms'])} | {eager} | {ab} | {_first_call(r)} "
-            f"| {_breakeven(r)} |")
+    return (
+        f"| {r['name']} | {r['dtype']} | {_quartiles(r['step_ms'])} | {eager} | {ab} | {_first_call(r)} "
+        f"| {_breakeven(r)} |"
+    )
 
 
-TABLE_HEAD = ["| step | dtype | step ms | eager ms, same trials | speedup [IQR] | first call | break-even |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+TABLE_HEAD = [
+    "| step | dtype | step ms | eager ms, same trials | speedup [IQR] | first call | break-even |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+]
 
 
 def markdown_table(doc: dict) -> str:
@@ -341,20 +404,38 @@ def markdown_table(doc: dict) -> str:
         "First call: the first step, where a compiled step compiles (each after `torch.compiler.reset()`; FX cache: "
         "Inductor's on-disk cache hits and misses during it). Break-even: steps after which the compile has paid for "
         "itself (extra first-call time / time saved per step).",
-        "", "**ViT classifier (the article's first experiment)**", "", *TABLE_HEAD,
+        "",
+        "**ViT classifier (the article's first experiment)**",
+        "",
+        *TABLE_HEAD,
         *(_md_row(r) for r in doc["classifier"]),
-        "", "**Distillation: a frozen teacher inside the loss**", "", *TABLE_HEAD,
+        "",
+        "**Distillation: a frozen teacher inside the loss**",
+        "",
+        *TABLE_HEAD,
         *(_md_row(r) for r in doc["distillation"]),
     ]
     modes = doc["modes"]
-    lines += ["", f"**Compile modes ({modes['variant']}, {modes['dtype']})**", "", *TABLE_HEAD,
-              *(_md_row(r) for r in modes["rows"])]
+    lines += [
+        "",
+        f"**Compile modes ({modes['variant']}, {modes['dtype']})**",
+        "",
+        *TABLE_HEAD,
+        *(_md_row(r) for r in modes["rows"]),
+    ]
     lines += [f"\n{mode}: skipped, {why}." for mode, why in modes["skipped"].items()]
     if doc.get("teacher_modes"):
-        lines += ["", "**Teacher under `torch.inference_mode()` (one step, each in a fresh process)**", "",
-                  "| variant | outcome | tensors work after |", "| --- | --- | --- |"]
-        lines += [f"| {t['variant']} | {t['outcome'].replace('|', chr(92) + '|')} | {_health(t)} |"
-                  for t in doc["teacher_modes"]]
+        lines += [
+            "",
+            "**Teacher under `torch.inference_mode()` (one step, each in a fresh process)**",
+            "",
+            "| variant | outcome | tensors work after |",
+            "| --- | --- | --- |",
+        ]
+        lines += [
+            f"| {t['variant']} | {t['outcome'].replace('|', chr(92) + '|')} | {_health(t)} |"
+            for t in doc["teacher_modes"]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -365,21 +446,39 @@ def print_table(doc: dict) -> None:
 
     console = Console()
     console.width = max(console.width, 110)  # not a terminal (CI, a pipe): rich assumes 80 columns
-    console.print(f"lesson 3 on {machine_label(doc)}, profile {doc['profile']['name']}, torch {doc['torch']}",
-                  style="bold")
-    sections = (("classifier", doc["classifier"]), ("distillation", doc["distillation"]),
-                (f"modes ({doc['modes']['variant']})", doc["modes"]["rows"]))
+    console.print(
+        f"lesson 3 on {machine_label(doc)}, profile {doc['profile']['name']}, torch {doc['torch']}", style="bold"
+    )
+    sections = (
+        ("classifier", doc["classifier"]),
+        ("distillation", doc["distillation"]),
+        (f"modes ({doc['modes']['variant']})", doc["modes"]["rows"]),
+    )
     for title, rows in sections:
         table = Table(title=title)
         for col in ("step", "dtype", "ms", "eager ms", "speedup", "verdict", "1st call", "break-even"):
             table.add_column(col, justify="left" if col in ("step", "dtype", "verdict") else "right", no_wrap=True)
         for r in rows:
-            compared = [f"{r['eager_ms']['median']:.3g}", f"{r['ab']['median']:.2f}x", judge(r["ab"])] \
-                if "ab" in r else ["-", "-", "-"]
-            table.add_row(r["name"], r["dtype"], f"{r['step_ms']['median']:.3g}", *compared,
-                          duration(r["first_s"] * 1e3), _breakeven(r))
+            compared = (
+                [f"{r['eager_ms']['median']:.3g}", f"{r['ab']['median']:.2f}x", judge(r["ab"])]
+                if "ab" in r
+                else ["-", "-", "-"]
+            )
+            table.add_row(
+                r["name"],
+                r["dtype"],
+                f"{r['step_ms']['median']:.3g}",
+                *compared,
+                duration(r["first_s"] * 1e3),
+                _breakeven(r),
+            )
         console.print(table)
     for mode, why in doc["modes"]["skipped"].items():
         console.print(f"{mode}: skipped, {why}")
     for t in doc.get("teacher_modes", []):
         console.print(f"inference_mode teacher, {t['variant']}: {t['outcome'][:120]}")
+
+
+def run(profile: Profile, args: argparse.Namespace | None = None) -> dict:
+    """The results document of ``python -m coursekit.bench --lesson distillation``."""
+    return measure_lesson3(profile)

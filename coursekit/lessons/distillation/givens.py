@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.distill import image_batch, make_vit
+from coursekit.models import image_batch, make_vit
 from coursekit.profile import Profile
 
 TEMPERATURE = 4.0  # softens both distributions; the soft term is scaled by TEMPERATURE ** 2

@@ -1,0 +1,1 @@
+"""Lesson NN: a new lesson (manifest: lesson.toml). Copy this folder to start one; see ../README.md."""

@@ -1,0 +1,1 @@
+"""Lesson 6: Compile time and caching (manifest: lesson.toml)."""

@@ -1,0 +1,1 @@
+"""Lesson 1: The cross-entropy optimisation ladder (manifest: lesson.toml)."""

@@ -1,0 +1,1 @@
+"""Lesson 5: Debugging a failing compile (manifest: lesson.toml)."""

@@ -1,0 +1,1 @@
+"""Lesson 3: Compiling an expensive distillation loss (manifest: lesson.toml)."""

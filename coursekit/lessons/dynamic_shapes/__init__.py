@@ -1,0 +1,1 @@
+"""Lesson 4: Dynamic-shape pitfalls (manifest: lesson.toml)."""

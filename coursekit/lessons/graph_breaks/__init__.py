@@ -1,0 +1,1 @@
+"""Lesson 2: Fixing graph breaks (manifest: lesson.toml)."""

@@ -1,0 +1,1 @@
+"""Lesson 0: Orientation: what torch.compile does (manifest: lesson.toml)."""

@@ -1,0 +1,1 @@
+"""Exercise NN's hidden checks (instructor only): inputs the learner never sees."""

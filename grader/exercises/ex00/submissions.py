@@ -1,0 +1,34 @@
+"""Exercise 0's wrong submissions: edits of the solution notebook's source text, each with exactly the
+checks it must fail (every other check must pass). The project's tests grade each one; instructor only, never in
+the learner kit."""
+
+from __future__ import annotations
+
+WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
+    "dynamic setting ignored": (
+        {"torch.compile(fn, backend=counter, dynamic=dynamic)": "torch.compile(fn, backend=counter)"},
+        {"ex00.recompiles.count", "ex00.recompiles.unseen"},
+    ),
+    "no reset before counting": (
+        {"    torch.compiler.reset()\n    counter = CompileCounter()": "    counter = CompileCounter()"},
+        # the first count is right; asked again, the compiled versions left over hit the recompile limit
+        {"ex00.recompiles.unseen"},
+    ),
+    "no reset before capturing": (
+        {"    torch.compiler.reset()\n    graphs = []": "    graphs = []"},
+        # a second capture of the same function at another size is dynamic: the graph takes the size as an input
+        {"ex00.capture.branches"},
+    ),
+    "fx.symbolic_trace instead of Dynamo": (
+        {
+            "    torch.compile(fn, backend=backend, fullgraph=True)(*args)\n    return graphs[-1]": (
+                "    return torch.fx.symbolic_trace(fn)"
+            )
+        },
+        {"ex00.capture.branches"},
+    ),
+    "uncompiled function handed to run_and_get_code": (
+        {"run_and_get_code(compiled, *args)": "run_and_get_code(fn, *args)"},
+        {"ex00.inductor.code"},
+    ),
+}

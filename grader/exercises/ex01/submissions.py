@@ -1,0 +1,62 @@
+"""Exercise 1's wrong submissions: edits of the solution notebook's source text, each with exactly the
+checks it must fail (every other check must pass). The project's tests grade each one; instructor only, never in
+the learner kit."""
+
+from __future__ import annotations
+
+WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
+    "sync in the step": (
+        {
+            "    optimizer.step()\n    return loss.detach()": (
+                "    optimizer.step()\n"
+                "    if not torch.isfinite(loss):\n"
+                "        raise FloatingPointError('loss diverged')\n"
+                "    return loss.detach()"
+            )
+        },
+        {"ex01.train_step.no_sync"},
+    ),
+    "assert in the loss": (
+        {
+            "        logp = torch.log_softmax(logits, dim=-1)\n": (
+                "        assert target.max() < logits.shape[-1]\n        logp = torch.log_softmax(logits, dim=-1)\n"
+            )
+        },
+        # torch.compile turns an assert on a tensor into an async device-side assert: no graph break
+        {"ex01.smoothed_ce.no_host_traffic"},
+    ),
+    "wrong reduction (mean over rows)": (
+        {"/ target_weight.sum()": "/ keep.sum()"},
+        {
+            "ex01.smoothed_ce.values",
+            "ex01.smoothed_ce.gradients",
+            "ex01.compiled.values",
+            "ex01.smoothed_ce.speed",
+            "ex01.compiled.speed",
+        },
+    ),
+    "unstable log-softmax": (
+        {"logp = torch.log_softmax(logits, dim=-1)": "logp = logits - logits.exp().sum(-1, keepdim=True).log()"},
+        {"ex01.smoothed_ce.gradients", "ex01.compiled.values"},
+    ),
+    "weights rebuilt every call": (
+        {
+            '        self.register_buffer("weight", torch.tensor(class_weights, dtype=torch.float32))': (
+                "        self.class_weights = list(class_weights)"
+            ),
+            "        weight = self.weight.to(logp.dtype)": (
+                "        weight = torch.tensor(self.class_weights, dtype=logp.dtype, device=logits.device)"
+            ),
+        },
+        # compiled, the Python list becomes a constant of the graph: only the eager rung pays
+        {"ex01.smoothed_ce.no_host_traffic"},
+    ),
+}
+
+# The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
+# every reference run must pass those checks and every baseline run fail them.
+BASELINE: dict[str, str] = {
+    "class SmoothedCE(nn.Module):": "class _Unused(nn.Module):",
+    "    return torch.compile(loss, backend=backend, fullgraph=True)": "    return loss",
+    "@@append": "class SmoothedCE(NaiveSmoothedCE):\n    pass\n",
+}

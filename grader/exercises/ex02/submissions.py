@@ -1,0 +1,34 @@
+"""Exercise 2's wrong submissions: edits of the solution notebook's source text, each with exactly the
+checks it must fail (every other check must pass). The project's tests grade each one; instructor only, never in
+the learner kit."""
+
+from __future__ import annotations
+
+WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
+    "one break left (a print)": (
+        {
+            "        scores = self.head(h)\n": (
+                "        print(f'scoring {x.shape[0]} rows')\n        scores = self.head(h)\n"
+            )
+        },
+        {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once"},
+    ),
+    "a fix that changes results (mean over all rows)": (
+        {"        h = h - (h * real).sum(0) / real.sum()": "        h = h - h.mean(0)"},
+        {"ex02.scorer.outputs", "ex02.scorer.gradients", "ex02.scorer.speed"},
+    ),
+    "custom op without a fake implementation": (
+        {
+            "@calibrate.register_fake\ndef _(top: torch.Tensor) -> torch.Tensor:\n    ### BEGIN SOLUTION\n"
+            "    return torch.empty_like(top)\n    ### END SOLUTION": ""
+        },
+        {"ex02.calibrate.opcheck", "ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
+    ),
+}
+
+# The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
+# every reference run must pass those checks and every baseline run fail them.
+BASELINE: dict[str, str] = {
+    "class FixedScorer(BrokenScorer):": "class _Unused(BrokenScorer):",
+    "@@append": "class FixedScorer(BrokenScorer):\n    pass\n",
+}

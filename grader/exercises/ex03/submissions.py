@@ -1,0 +1,37 @@
+"""Exercise 3's wrong submissions: edits of the solution notebook's source text, each with exactly the
+checks it must fail (every other check must pass). The project's tests grade each one; instructor only, never in
+the learner kit."""
+
+from __future__ import annotations
+
+WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
+    "teacher receives gradients": (
+        {
+            "        self.teacher = teacher.eval().requires_grad_(False)": "        self.teacher = teacher.eval()",
+            "        with torch.no_grad():\n            teacher_logits = self.teacher(images)": (
+                "        teacher_logits = self.teacher(images)"
+            ),
+        },
+        {"ex03.distiller.gradients", "ex03.step.training"},
+    ),
+    "the T**2 factor left out": (
+        {"return self.alpha * temp * temp * soft": "return self.alpha * soft"},
+        # Distiller itself is right: its check compares it with the learner's own DistillLoss (the formula's
+        # reference does not ship in the kit), so a loss bug costs the loss checks, not Distiller's too
+        {"ex03.loss.values", "ex03.loss.temperature", "ex03.loss.bf16", "ex03.step.training"},
+    ),
+    "teacher under inference_mode": (
+        {
+            "        with torch.no_grad():\n            teacher_logits": "        with torch.inference_mode():\n"
+            "            teacher_logits"
+        },
+        # eager, the teacher's inference tensors only feed new tensors: the eager checks pass
+        {"ex03.step.training", "ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
+    ),
+}
+
+# The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
+# every reference run must pass those checks and every baseline run fail them.
+BASELINE: dict[str, str] = {
+    "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)": "    compiled = distiller"
+}

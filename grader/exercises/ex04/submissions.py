@@ -1,0 +1,35 @@
+"""Exercise 4's wrong submissions: edits of the solution notebook's source text, each with exactly the
+checks it must fail (every other check must pass). The project's tests grade each one; instructor only, never in
+the learner kit."""
+
+from __future__ import annotations
+
+WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
+    "padding without a mask": (
+        {
+            "        weights = mask.unsqueeze(-1).to(h.dtype)\n"
+            "        pooled = (h * weights).sum(1) / weights.sum(1)": "        pooled = h.mean(1)"
+        },
+        {"ex04.tagger.outputs", "ex04.stream.outputs"},
+    ),
+    "a bucket per length": (
+        {"    for bucket in BUCKETS:\n        if n <= bucket:\n            return bucket\n": "    return n\n"},
+        {"ex04.collate.layout", "ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
+    ),
+    "the call counter left in": (
+        {
+            "        h = self.embed(tokens)\n        h = h + F.gelu": "        self.calls += 1\n"
+            "        h = self.embed(tokens) * min(1.0, self.calls)\n        h = h + F.gelu"
+        },
+        {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
+    ),
+}
+
+# The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
+# every reference run must pass those checks and every baseline run fail them.
+BASELINE: dict[str, str] = {
+    "    for bucket in BUCKETS:\n        if n <= bucket:\n            return bucket\n": "    return n\n",
+    "        h = self.embed(tokens)\n        h = h + F.gelu": (
+        "        self.calls += 1\n        h = self.embed(tokens) * min(1.0, self.calls)\n        h = h + F.gelu"
+    ),
+}

@@ -1,0 +1,55 @@
+"""Exercise 5's wrong submissions: edits of the solution notebook's source text, each with exactly the
+checks it must fail (every other check must pass). The project's tests grade each one; instructor only, never in
+the learner kit."""
+
+from __future__ import annotations
+
+WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
+    "the article's ladder, without aot_eager_decomp_partition": (
+        {
+            'for backend in ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor"):': (
+                'for backend in ("eager", "aot_eager", "inductor"):'
+            )
+        },
+        # a bad decomposition is blamed on inductor; the bisector has its own ladder
+        {"ex05.ladder.given", "ex05.ladder.hidden"},
+    ),
+    "exact comparison": (
+        {"torch.allclose(out, expected, rtol=1e-3, atol=1e-4)\n": "torch.equal(out, expected)\n"},
+        # LayerNorm's decomposition rounds differently: a false alarm at aot_eager_decomp_partition, and the
+        # bisector then blames native_layer_norm's decomposition
+        {
+            "ex05.ladder.given",
+            "ex05.ladder.hidden",
+            "ex05.ladder.inference_mode",
+            "ex05.culprit.given",
+            "ex05.culprit.hidden",
+        },
+    ),
+    "no reset in the bisector's test": (
+        {"        torch.compiler.reset()  # every run compiles afresh\n": ""},
+        # Dynamo reuses the graph compiled before: switching a subsystem off changes nothing
+        {"ex05.culprit.given", "ex05.culprit.hidden"},
+    ),
+    "culprits fenced off with torch.compiler.disable": (
+        {
+            "return a * (a + 3).clamp(0, 6) / 6  # hardswish, without aten.hardswish": (
+                "return torch.compiler.disable(F.hardswish)(a)"
+            ),
+            "return 0.5 * (torch.tanh(0.5 * g) + 1)  # sigmoid, without aten.sigmoid": (
+                "return torch.compiler.disable(torch.sigmoid)(g)"
+            ),
+        },
+        # right values, but graph breaks: not the one-graph fix asked for
+        {"ex05.fix.one_graph"},
+    ),
+    "a crash escapes the ladder": (
+        {
+            "        try:\n            ok = outputs_match(torch.compile(fn, backend=backend)(*args), expected)\n"
+            "        except Exception:\n            ok = False\n": (
+                "        ok = outputs_match(torch.compile(fn, backend=backend)(*args), expected)\n"
+            )
+        },
+        {"ex05.ladder.given", "ex05.ladder.hidden", "ex05.ladder.inference_mode"},
+    ),
+}

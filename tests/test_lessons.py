@@ -1,0 +1,94 @@
+"""Lessons are discovered from their manifests, and a new lesson is one copied template folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+import coursekit.lessons
+from coursekit import get_profile
+from coursekit.lessons import Lesson, lessons
+from grader import probing, registry
+from grader.context import Context
+from grader.exercises import exercise_ids
+from grader.learner import LocalLearner
+from grader.results import run_check
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_lesson_has_its_notebooks_and_exercise_folder() -> None:
+    found = lessons()
+    assert [lesson.number for lesson in found] == list(range(len(found))), "lessons are numbered 0, 1, 2, ..."
+    assert [lesson.id for lesson in found] == exercise_ids()
+    assert sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")) == [lesson.notebook for lesson in found]
+    assert sorted(p.name for p in (ROOT / "solutions").glob("*.ipynb")) == [lesson.exercise for lesson in found]
+    for lesson in found:
+        assert lesson.notebook.startswith(f"{lesson.number:02d}_") and lesson.exercise.startswith(
+            f"{lesson.number:02d}_"
+        )
+        assert (lesson.module("bench") is not None) if lesson.bench else True
+        lesson.module("givens")
+
+
+def test_shared_code_never_names_a_lesson() -> None:
+    topics = [lesson.topic for lesson in lessons()]
+    for path in (ROOT / "coursekit").glob("*.py"):
+        text = path.read_text()
+        for topic in topics:
+            assert f"coursekit.lessons.{topic}" not in text, f"{path.name} imports lesson {topic}: shared code must not"
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def new_lesson(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The two template folders copied as a throwaway lesson 99, made visible to discovery."""
+    lessons_dir = tmp_path / "lessons"
+    shutil.copytree(ROOT / "coursekit" / "lessons" / "_template", lessons_dir / "new_topic")
+    shutil.copytree(ROOT / "grader" / "exercises" / "_template", tmp_path / "ex99")
+    found = lessons(lessons_dir)
+    real = lessons()
+    monkeypatch.setattr(coursekit.lessons, "lessons", lambda folder=None: real + found)
+    before = (dict(registry.CHECKS), dict(probing.PROBES))
+    yield tmp_path, found
+    registry.CHECKS.clear()
+    registry.CHECKS.update(before[0])
+    probing.PROBES.clear()
+    probing.PROBES.update(before[1])
+    for name in [n for n in sys.modules if n.startswith("throwaway_")]:
+        del sys.modules[name]
+
+
+def test_a_new_lesson_is_one_copied_folder(new_lesson) -> None:
+    tmp_path, found = new_lesson
+    assert found == (Lesson("new_topic", 99, "A new lesson", "99_new_lesson.ipynb", "99_new_lesson.ipynb", False, 0.0),)
+    material = _load(tmp_path / "lessons" / "new_topic" / "material.py", "throwaway_material")
+    givens = _load(tmp_path / "lessons" / "new_topic" / "givens.py", "throwaway_givens")
+    assert torch.equal(material.example(givens.make_input()), givens.make_input() * 2)
+
+    contract = _load(tmp_path / "ex99" / "contract.py", "throwaway_contract")
+    assert contract.NOTEBOOK == "99_new_lesson.ipynb" and [n.name for n in contract.NAMES] == ["double"]
+    _load(tmp_path / "ex99" / "probes.py", "throwaway_probes")
+    _load(tmp_path / "ex99" / "public.py", "throwaway_public")
+    check = registry.CHECKS["ex99.double.values"]
+    assert check.exercise == "ex99" and check.public and set(check.needs) <= {n.name for n in contract.NAMES}
+
+    ctx = Context.create(get_profile("smoke", "cpu"), 5)
+    right = LocalLearner({"double": lambda x: x * 2}, "ex99", ctx.profile)
+    wrong = LocalLearner({"double": lambda x: x * 3}, "ex99", ctx.profile)
+    assert run_check(check, right, ctx).passed
+    result = run_check(check, wrong, ctx)
+    assert not result.passed and "double(x)" in result.message

@@ -1,0 +1,1 @@
+"""Instructor and maintainer commands, run from the repository root as ``python -m tools.<name>``."""
