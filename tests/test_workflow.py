@@ -162,7 +162,7 @@ def _texts(folder: Path) -> dict[Path, str]:
 def _leak_probes() -> tuple[set[str], dict[str, set[str]]]:
     """Solution lines and hidden-check code lines that occur in no public file of the repository."""
     public_files = [
-        *(ROOT / "coursekit").glob("*.py"),
+        *(ROOT / "coursekit").rglob("*.py"),
         *(ROOT / "notebooks").glob("*.ipynb"),
         *(ROOT / "exercises").glob("*.ipynb"),
         *(ROOT / "grader").glob("*.py"),
