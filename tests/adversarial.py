@@ -184,7 +184,8 @@ def _lower_the_bar():
     import coursekit
     root = Path(coursekit.__file__).resolve().parents[1]
     written = []
-    for target in (root / "grader" / "thresholds.toml", root / "grader" / "calibration" / "pwned.toml",
+    for target in (root / "grader" / "thresholds.toml", root / "grader" / "exercises" / "ex01" / "thresholds.toml",
+                   root / "grader" / "calibration" / "pwned.toml",
                    root / "grader" / "exercises" / "ex01" / "hidden.py", root / "pwned.txt"):
         try:
             target.write_text("required = 0.5")
@@ -323,7 +324,11 @@ CHEATS: dict[str, Attack] = {
         {VALUES: "pass", SPEED: "too slow"},
         edits=NAIVE,
         cells=(NAIVE_CELL, THRESHOLDS),
-        untouched=("grader/thresholds.toml", "grader/exercises/ex01/hidden.py"),
+        untouched=(
+            "grader/thresholds.toml",
+            "grader/exercises/ex01/thresholds.toml",
+            "grader/exercises/ex01/hidden.py",
+        ),
         absent=("grader/calibration/pwned.toml", "pwned.txt"),
     ),
     "reads the hidden checks, the reference and the solution, and leaks them in its error": Attack(
