@@ -214,6 +214,40 @@ def compare(
     )
 
 
+def compare_checked(
+    learner,
+    ctx,
+    check_id: str,
+    handle: str,
+    baseline: Callable[..., Any],
+    make_args: Callable[[int], tuple],
+    *,
+    grads: tuple[bool, ...],
+    seed_offset: int,
+    verify: Callable[[torch.Tensor, tuple], None] | None = None,
+) -> tuple[Comparison, float]:
+    """:func:`compare` as a speed check runs it: the profile's trials, warm-up (at least 2), sample length and
+    threads, a schedule seeded from the secret seed, and ``check_id``'s threshold; returns it with the result."""
+    p = ctx.profile
+    required = ctx.required_speedup(check_id)
+    result = compare(
+        learner,
+        handle,
+        baseline,
+        make_args,
+        grads=grads,
+        device=ctx.device,
+        trials=p.trials,
+        warmup=max(2, p.warmup),
+        min_sample_s=p.min_sample_s,
+        threads=p.threads,
+        rng=random.Random(ctx.secret_seed + seed_offset),
+        verify=verify,
+        required=required,
+    )
+    return result, required
+
+
 def time_once(learner, probe: str, args: dict, tensors: dict | None = None) -> tuple[float, Answer]:
     """Seconds from sending one request to receiving its answer, on the judge's clock."""
     start = time.perf_counter()

@@ -13,7 +13,7 @@ from grader.exercises.ex01.public import PUBLIC_CASES, VALUE_HINT, Case, Expecte
 from grader.exercises.ex01.reference import sgd_step, smoothed_ce
 from grader.judging import assert_close, assert_consistent
 from grader.registry import Measured, Shortfall, check
-from grader.speed import compare
+from grader.speed import compare_checked
 
 TRAFFIC_HINT = (
     "Build tensors from Python data once, in __init__ (register_buffer), not per call (aten::lift_fresh); "
@@ -100,21 +100,8 @@ def _speed(learner, ctx, check_id: str, label: str, compiled: bool) -> Measured:
         want, _ = smoothed_ce(args[0], args[1], exp.weights, exp.case.smoothing, exp.case.ignore_index)
         assert_close(out, want, torch.float32, f"{label} during timing", VALUE_HINT)
 
-    required = ctx.required_speedup(check_id)
-    result = compare(
-        learner,
-        "loss",
-        baseline,
-        make_args,
-        grads=(True, False),
-        device=ctx.device,
-        trials=p.trials,
-        warmup=max(2, p.warmup),
-        min_sample_s=p.min_sample_s,
-        threads=p.threads,
-        rng=random.Random(ctx.secret_seed + 1),
-        verify=verify,
-        required=required,
+    result, required = compare_checked(
+        learner, ctx, check_id, "loss", baseline, make_args, grads=(True, False), seed_offset=1, verify=verify
     )
     detail = (
         f"{result.speedup:.1f}x the grader's naive loss (median of {result.trials} interleaved trials, "

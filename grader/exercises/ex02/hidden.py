@@ -11,7 +11,7 @@ from coursekit.lessons.graph_breaks.givens import sample_rows
 from grader.exercises.ex02.public import IN_FEATURES, RESULT_HINT, Case, broken, expect_cases, public_cases, weights
 from grader.judging import assert_close, assert_consistent
 from grader.registry import Measured, Shortfall, check
-from grader.speed import compare
+from grader.speed import compare_checked
 
 
 def hidden_cases(ctx) -> list[Case]:
@@ -124,21 +124,8 @@ def scorer_speed(learner, ctx) -> Measured:
                 out, reference(args[0].to(ctx.device)), torch.float32, "FixedScorer output during timing", RESULT_HINT
             )
 
-    required = ctx.required_speedup("ex02.scorer.speed")
-    result = compare(
-        learner,
-        "scorer",
-        baseline,
-        make_args,
-        grads=(False,),
-        device=ctx.device,
-        trials=p.trials,
-        warmup=max(2, p.warmup),
-        min_sample_s=p.min_sample_s,
-        threads=p.threads,
-        rng=random.Random(ctx.secret_seed + 2),
-        verify=verify,
-        required=required,
+    result, required = compare_checked(
+        learner, ctx, "ex02.scorer.speed", "scorer", baseline, make_args, grads=(False,), seed_offset=2, verify=verify
     )
     detail = (
         f"{result.speedup:.2f}x the grader's compiled BrokenScorer (median of {result.trials} interleaved "

@@ -4,7 +4,6 @@ speed."""
 from __future__ import annotations
 
 import copy
-import random
 
 import torch
 
@@ -14,7 +13,7 @@ from grader.exercises.ex03.public import FORMULA, ask_losses, batch_inputs, give
 from grader.exercises.ex03.reference import ReferenceDistiller, eager_step, kd_loss
 from grader.judging import assert_close, assert_consistent
 from grader.registry import Measured, Shortfall, check
-from grader.speed import compare
+from grader.speed import compare_checked
 
 LOSS_RTOL = 1e-3  # compiled vs eager losses over a few AdamW steps: kernels differ in the last bits
 
@@ -192,21 +191,8 @@ def step_speed(learner, ctx) -> Measured:
         if out.dim() != 0 or not torch.isfinite(out):
             raise AssertionError(f"the step returned {out!r} during timing: a finite scalar loss was expected")
 
-    required = ctx.required_speedup("ex03.step.speed")
-    result = compare(
-        learner,
-        "step",
-        baseline,
-        make_args,
-        grads=(False, False),
-        device=ctx.device,
-        trials=p.trials,
-        warmup=max(2, p.warmup),
-        min_sample_s=p.min_sample_s,
-        threads=p.threads,
-        rng=random.Random(ctx.secret_seed + 3),
-        verify=verify,
-        required=required,
+    result, required = compare_checked(
+        learner, ctx, "ex03.step.speed", "step", baseline, make_args, grads=(False, False), seed_offset=3, verify=verify
     )
     detail = (
         f"{result.speedup:.2f}x the grader's eager step (median of {result.trials} interleaved trials, 95% CI "
