@@ -46,6 +46,12 @@ CUDA_ONLY_MODES = {
     "max-autotune": "runs only on CUDA: it benchmarks many candidate kernels for every matmul "
     "and multiplies the compile time, which a CPU smoke run cannot afford"
 }
+AUTOTUNE_ENV = "COURSEKIT_MAX_AUTOTUNE"
+AUTOTUNE_OPT_IN = (
+    f"opt-in: set {AUTOTUNE_ENV}=1 to measure it; it benchmarks candidate kernels for every matmul of the "
+    "student and the teacher, forward and backward, so its first call takes several minutes to tens of minutes "
+    "on a GPU"
+)
 ONE_GRAPH = "one graph"
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -181,7 +187,7 @@ def measure_modes(
 
     ``reuse`` takes rows from :func:`measure_distillation`: its eager row and its one-graph row (= the
     default mode) of the same dtype are used instead of measuring them again.  Modes in ``CUDA_ONLY_MODES``
-    are skipped on a CPU, with the reason recorded.
+    are skipped on a CPU, and ``max-autotune`` unless ``COURSEKIT_MAX_AUTOTUNE=1``, with the reason recorded.
     """
     apply_threads(profile)
     use_repo_compile_cache()
@@ -194,6 +200,9 @@ def measure_modes(
     for mode in _bar(list(modes), "lesson 3 compile modes", progress, "mode"):
         if mode in CUDA_ONLY_MODES and profile.device_class != "cuda":
             skipped[mode] = CUDA_ONLY_MODES[mode]
+            continue
+        if mode == "max-autotune" and os.environ.get(AUTOTUNE_ENV, "") not in ("1", "yes", "true"):
+            skipped[mode] = AUTOTUNE_OPT_IN
             continue
         if mode == "default" and ONE_GRAPH in known:
             rows.append({**known[ONE_GRAPH], "name": mode, "reused": True})

@@ -1,0 +1,324 @@
+"""``make gpu-check``: the whole course on a CUDA GPU, in steps that resume, into one results folder.
+
+Each step runs in its own process under a time limit and records its status in ``steps.json``:
+
+* ``env``: versions, ``nvidia-smi``, the sandbox this machine offers;
+* ``grade-exNN``: grade exercise NN's reference solution (``solutions/``) with the isolated grader;
+* ``lesson-NN``: execute lesson NN's notebook (the executed copy, outputs and all, lands in ``notebooks/``);
+* ``calibrate``: ``python -m grader calibrate`` (the file it writes is copied into the results);
+* ``bench-NN``: lesson NN's ``python -m coursekit.bench``;
+* ``solution-NN``: execute exercise NN's reference solution notebook (public checks in the kernel);
+* ``wrong-exNN``: grade each deliberately wrong submission of exercise NN (``grader/exercises/exNN/submissions.py``)
+  and compare the checks it failed with the ones it must fail.
+
+Steps that finished (``ok`` or ``failed``) are skipped when the command runs again; a step cut short by the
+call's ``--budget-s`` is run again, one that ran out of its own ``--step-limit-s`` is not (``--redo`` forces it).
+So a GPU lent in calls of at most ten minutes runs the course in several calls: bring the results folder back
+after each (``--pack``), commit it, and the next call carries on where this one stopped.
+
+The lessons, exercises and benches are discovered (``coursekit.lessons``); nothing here names one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DONE = ("ok", "failed", "timeout")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One resumable unit of work: a name and the command that does it."""
+
+    name: str
+    argv: tuple[str, ...]
+    what: str
+
+
+def all_steps(out: Path) -> list[Step]:
+    """Every step, in the order that gives the most per minute of GPU time: grading and calibration data first."""
+    from coursekit.lessons import lessons
+
+    py, me = sys.executable, "tools.gpu_check"
+    found = [
+        Step("env", (py, "-m", me, "env", str(out)), "versions, nvidia-smi, sandbox"),
+    ]
+    for lesson in lessons():
+        nb = ROOT / "solutions" / lesson.exercise
+        if nb.is_file():
+            argv = (py, "-m", "grader", str(nb), "--report", str(out / "grades" / f"{lesson.id}.json"), "--no-progress")
+            found.append(Step(f"grade-{lesson.id}", argv, f"grade the reference solution {nb.name}"))
+    for lesson in lessons():
+        nb = ROOT / "notebooks" / lesson.notebook
+        found.append(
+            Step(f"lesson-{lesson.number:02d}", (py, "-m", me, "execute", str(nb), str(out / "notebooks")), nb.name)
+        )
+    found.append(Step("calibrate", (py, "-m", me, "calibrate", str(out)), "speed thresholds from the references"))
+    for lesson in lessons():
+        if lesson.bench:
+            argv = (py, "-m", "coursekit.bench", "--lesson", str(lesson.number), "--out", str(out / "bench"))
+            found.append(Step(f"bench-{lesson.number:02d}", argv, f"make bench, lesson {lesson.number}"))
+    for lesson in lessons():
+        nb = ROOT / "solutions" / lesson.exercise
+        if nb.is_file():
+            argv = (py, "-m", me, "execute", str(nb), str(out / "solutions"), "--public")
+            found.append(Step(f"solution-{lesson.number:02d}", argv, nb.name))
+    for lesson in lessons():
+        argv = (py, "-m", me, "wrong", lesson.id, str(out / "wrong"))
+        found.append(Step(f"wrong-{lesson.id}", argv, f"grade exercise {lesson.number}'s wrong submissions"))
+    return found
+
+
+# ---------------------------------------------------------------- the runner
+
+
+def default_out(profile: str | None) -> Path:
+    """``bench/results/gpu-check-<device>-<profile>-torch<version>/``: one folder per machine kind and torch."""
+    import torch
+
+    from coursekit.profile import device_name, get_profile
+    from coursekit.results import slug
+
+    p = get_profile(profile)
+    return RESULTS / f"gpu-check-{slug(device_name(p.device))}-{p.name}-torch{slug(torch.__version__)}"
+
+
+def _load_state(out: Path) -> dict:
+    path = out / "steps.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _save_state(out: Path, state: dict) -> None:
+    (out / "steps.json").write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    lines = ["# make gpu-check: steps", "", "| step | status | wall | what |", "| --- | --- | --- | --- |"]
+    for name, rec in state.items():
+        lines.append(f"| {name} | {rec['status']} | {rec.get('wall_s', 0):.0f} s | {rec.get('what', '')} |")
+    (out / "steps.md").write_text("\n".join(lines) + "\n")
+
+
+def _run_step(step: Step, limit_s: float, log: Path, env: dict[str, str]) -> tuple[str, int | None, float]:
+    """Run ``step`` in its own process group; ``(status, return code, seconds)``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log.open("w") as sink:
+        sink.write(f"$ {' '.join(step.argv)}\n")
+        sink.flush()
+        proc = subprocess.Popen(
+            step.argv, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            rc = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)  # a notebook step writes what it ran so far
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            sink.write(f"\n[gpu-check] stopped after {limit_s:.0f} s\n")
+            return "killed", None, time.monotonic() - start
+    return ("ok" if rc == 0 else "failed"), rc, time.monotonic() - start
+
+
+def run(args: argparse.Namespace) -> int:
+    out: Path = args.out or default_out(args.profile)
+    out.mkdir(parents=True, exist_ok=True)
+    state = _load_state(out)
+    steps = all_steps(out)
+    if args.list:
+        for s in steps:
+            print(f"{s.name:18} {state.get(s.name, {}).get('status', 'pending'):8} {s.what}")
+        return 0
+    wanted = steps if not args.steps else []  # in the order of --steps' patterns
+    for pattern in args.steps:
+        wanted += [s for s in steps if fnmatch.fnmatch(s.name, pattern) and s not in wanted]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    if args.profile:
+        env["COURSEKIT_PROFILE"] = args.profile
+    deadline = time.monotonic() + args.budget_s
+    for step in wanted:
+        rec = state.get(step.name, {})
+        redo = any(fnmatch.fnmatch(step.name, p) for p in args.redo)
+        if rec.get("status") in DONE and not redo:
+            continue
+        left = deadline - time.monotonic()
+        if left < args.min_start_s:
+            print(f"[gpu-check] budget spent: {step.name} and later steps wait for the next call", flush=True)
+            break
+        limit = min(args.step_limit_s, left)
+        print(f"[gpu-check] {step.name}: {step.what} (limit {limit:.0f} s)", flush=True)
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        status, rc, wall = _run_step(step, limit, out / "logs" / f"{step.name}.log", env)
+        if status == "killed":  # cut by this call's budget: try again next call; by its own limit: give up
+            status = "timeout" if limit >= args.step_limit_s else "cut"
+        state[step.name] = {"status": status, "rc": rc, "wall_s": round(wall, 1), "limit_s": round(limit),
+                            "started": started, "what": step.what}  # fmt: skip
+        _save_state(out, state)
+        print(f"[gpu-check] {step.name}: {status} in {wall:.0f} s", flush=True)
+    if args.pack:
+        args.pack.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(args.pack, "w:gz") as tar:
+            tar.add(out, arcname=out.name)
+        print(f"[gpu-check] packed {out} into {args.pack} ({args.pack.stat().st_size / 1e6:.1f} MB)")
+    pending = [s.name for s in wanted if state.get(s.name, {}).get("status") not in DONE]
+    print(f"[gpu-check] {len(wanted) - len(pending)}/{len(wanted)} steps done; pending: {', '.join(pending) or '-'}")
+    return 0
+
+
+# ---------------------------------------------------------------- the steps' own commands
+
+
+def env_step(out: Path) -> int:
+    """Write ``env.json`` (versions, GPU, sandbox) and ``nvidia-smi.txt``."""
+    import torch
+
+    from grader import sandbox
+
+    info: dict = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cpu_count": os.cpu_count(),
+        "sandbox": sandbox.probe().describe(),
+    }
+    for name in ("torchvision", "timm", "triton", "numpy", "nbclient", "nbformat", "ipykernel", "matplotlib"):
+        try:
+            info[name] = __import__(name).__version__
+        except Exception as exc:  # noqa: BLE001 - record what is missing
+            info[name] = f"missing ({type(exc).__name__})"
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        free, total = torch.cuda.mem_get_info()
+        info["gpu"] = {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "multiprocessors": props.multi_processor_count,
+            "memory_gib": round(total / 2**30, 1),
+            "free_gib": round(free / 2**30, 1),
+            "bf16_supported": torch.cuda.is_bf16_supported(),
+            "tf32_matmul_default": torch.backends.cuda.matmul.allow_tf32,
+        }
+    (out / "env.json").write_text(json.dumps(info, indent=2) + "\n")
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        text = subprocess.run([smi], capture_output=True, text=True).stdout
+        text += subprocess.run([smi, "-q"], capture_output=True, text=True).stdout
+        (out / "nvidia-smi.txt").write_text(text)
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def execute_step(notebook: Path, dest: Path, public: bool) -> int:
+    """Execute ``notebook`` top to bottom; write the executed copy to ``dest/`` even when a cell fails or the
+    step is interrupted, and a one-line verdict to ``dest/<name>.json``."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from grader.notebook import SCOPE_ENV
+
+    if public:
+        os.environ[SCOPE_ENV] = "public"
+    nb = nbformat.read(notebook, as_version=4)
+    dest.mkdir(parents=True, exist_ok=True)
+    client = NotebookClient(nb, timeout=None, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    start, verdict = time.monotonic(), "ok"
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        verdict = f"error: {str(exc).strip().splitlines()[-1][:300]}"
+    except KeyboardInterrupt:
+        verdict = "interrupted (time limit)"
+    finally:
+        nbformat.write(nb, dest / notebook.name)
+        cells = [c for c in nb.cells if c.cell_type == "code"]
+        ran = sum(1 for c in cells if c.get("execution_count"))
+        record = {"notebook": notebook.name, "verdict": verdict, "cells_run": ran, "code_cells": len(cells),
+                  "wall_s": round(time.monotonic() - start, 1)}  # fmt: skip
+        (dest / f"{notebook.stem}.json").write_text(json.dumps(record, indent=2) + "\n")
+        print(json.dumps(record))
+    return 0 if verdict == "ok" else 1
+
+
+def calibrate_step(out: Path, runs: int) -> int:
+    """``python -m grader calibrate``, then copy the calibration file it wrote into ``out/calibration/``."""
+    from grader.context import CALIBRATION_DIR
+
+    before = {p: p.stat().st_mtime for p in CALIBRATION_DIR.glob("*.toml")}
+    rc = subprocess.call([sys.executable, "-m", "grader", "calibrate", "--runs", str(runs)], cwd=ROOT)
+    (out / "calibration").mkdir(parents=True, exist_ok=True)
+    for path in CALIBRATION_DIR.glob("*.toml"):
+        if before.get(path) != path.stat().st_mtime:
+            shutil.copy2(path, out / "calibration" / path.name)
+    return rc
+
+
+def wrong_step(exercise: str, dest: Path) -> int:
+    """Grade each wrong submission of ``exercise``; it must fail exactly the checks it names."""
+    from coursekit.results import slug
+    from tests.submissions import EXERCISES, variant
+
+    solution, _, wrong = EXERCISES[exercise]
+    results, bad = {}, 0
+    for name, (edits, must_fail) in wrong.items():
+        folder = dest / exercise / slug(name)
+        nb = variant(solution, folder / solution.name, edits)
+        report = folder / "report.json"
+        subprocess.call([sys.executable, "-m", "grader", str(nb), "--report", str(report), "--no-progress"], cwd=ROOT)
+        failed = set()
+        if report.is_file():
+            failed = {c["id"] for c in json.loads(report.read_text())["checks"] if not c["passed"]}
+        ok = failed == set(must_fail)
+        bad += not ok
+        results[name] = {"as_expected": ok, "failed": sorted(failed), "must_fail": sorted(must_fail)}
+        print(f"{'ok ' if ok else 'BAD'} {name}: failed {sorted(failed)}", flush=True)
+    (dest / f"{exercise}.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    commands = {"env", "execute", "calibrate", "wrong"}
+    if argv and argv[0] in commands:  # the steps' own commands, run by the runner in child processes
+        cmd, rest = argv[0], argv[1:]
+        if cmd == "env":
+            return env_step(Path(rest[0]))
+        if cmd == "execute":
+            return execute_step(Path(rest[0]), Path(rest[1]), "--public" in rest)
+        if cmd == "calibrate":
+            return calibrate_step(Path(rest[0]), int(os.environ.get("GPU_CHECK_RUNS", "3")))
+        return wrong_step(rest[0], Path(rest[1]))
+    parser = argparse.ArgumentParser(prog="python -m tools.gpu_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="results folder (default: bench/results/gpu-check-<device>-...)")
+    parser.add_argument("--steps", nargs="*", default=[], help="only these steps (names or globs: lesson-*)")
+    parser.add_argument("--redo", nargs="*", default=[], help="run these steps again even if they finished")
+    parser.add_argument("--budget-s", type=float, default=float("inf"), help="stop starting steps after this long")
+    parser.add_argument("--step-limit-s", type=float, default=570.0, help="one step's own time limit")
+    parser.add_argument("--min-start-s", type=float, default=45.0, help="start no step with less budget left")
+    parser.add_argument("--profile", help="COURSEKIT_PROFILE for every step (default: full on CUDA)")
+    parser.add_argument("--pack", type=Path, help="also pack the results folder into this .tar.gz")
+    parser.add_argument("--list", action="store_true", help="list the steps and their status, run nothing")
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
