@@ -252,6 +252,8 @@ def execute_step(notebook: Path, dest: Path, public: bool) -> int:
         nbformat.write(nb, dest / notebook.name)
         cells = [c for c in nb.cells if c.cell_type == "code"]
         ran = sum(1 for c in cells if c.get("execution_count"))
+        if verdict == "ok" and ran < len(cells):  # stopped between cells (the time limit)
+            verdict = f"stopped after {ran} of {len(cells)} code cells"
         record = {"notebook": notebook.name, "verdict": verdict, "cells_run": ran, "code_cells": len(cells),
                   "wall_s": round(time.monotonic() - start, 1)}  # fmt: skip
         (dest / f"{notebook.stem}.json").write_text(json.dumps(record, indent=2) + "\n")
