@@ -29,6 +29,39 @@ EXTRA = {  # paths a CUDA driver may want beyond the worker's policy, tried one 
 }
 
 
+def _landlock_variant(policy: sandbox.Policy, abi: int, layers: set[str]) -> None:
+    """The worker's Landlock rules, or a variant: ``no-scope`` (no signal or abstract-socket scoping),
+    ``no-net`` (TCP not handled), ``full:/path`` (every right under a path)."""
+    from landlockpy import AccessFS, AccessNet, Ruleset, Scope
+
+    if not ({"no-scope", "no-net"} & layers or any(x.startswith("full:") for x in layers)):
+        sandbox._landlock(policy, abi)
+        return
+    scoped = Scope(0) if "no-scope" in layers else Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET
+    net = AccessNet(0) if "no-net" in layers else AccessNet.BIND_TCP | AccessNet.CONNECT_TCP
+    file_rights = AccessFS.EXECUTE | AccessFS.WRITE_FILE | AccessFS.READ_FILE | AccessFS.TRUNCATE | AccessFS.IOCTL_DEV
+    read = AccessFS.READ_FILE | AccessFS.READ_DIR
+    full = [Path(x[5:]) for x in layers if x.startswith("full:")]
+    rights = (
+        (policy.read, read),
+        (policy.list_only, AccessFS.READ_DIR),
+        (policy.execute, read | AccessFS.EXECUTE),
+        (policy.devices, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.IOCTL_DEV),
+        ([policy.scratch, *full], AccessFS(sum(AccessFS))),
+    )
+    kwargs = {}
+    if net:
+        kwargs["handled_net"] = net
+    if scoped:
+        kwargs["scoped"] = scoped
+    with Ruleset(**kwargs) as rules:
+        for paths, access in rights:
+            for path in paths:
+                if os.path.exists(path):
+                    rules.allow_path(path, access if os.path.isdir(path) else access & file_rights)
+        rules.restrict()
+
+
 def _trial(layers: set[str], extra: list[str]) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="cuda-trial-"))
     policy = policy_for(scratch, "cuda")
@@ -48,8 +81,14 @@ def _trial(layers: set[str], extra: list[str]) -> dict:
             if "caps" in layers and os.geteuid() == 0:
                 sandbox._drop_capabilities()
             if "landlock" in layers:
-                sandbox._landlock(policy, report.landlock_abi)
+                _landlock_variant(policy, report.landlock_abi, layers)
             if "seccomp" in layers:
+                for layer in layers:
+                    if layer.startswith("allow:"):
+                        names = set(layer[6:].split(","))
+                        sandbox.DENIED = tuple(n for n in sandbox.DENIED if n not in names)
+                if "no-clone-rules" in layers:
+                    sandbox.NAMESPACE_FLAGS = 0
                 sandbox._seccomp(report.landlock_abi)
             import warnings
 
@@ -83,8 +122,19 @@ def main() -> int:
         ("env", {"env"}, []),
         ("caps", {"caps"}, []),
         ("seccomp", {"seccomp"}, []),
+        ("seccomp+sock", {"seccomp", "allow:socket"}, []),
+        ("seccomp+chmod", {"seccomp", "allow:chmod,fchmod,fchmodat,fchmodat2"}, []),
+        ("seccomp+mknod", {"seccomp", "allow:mknod,mknodat"}, []),
+        ("seccomp+clone", {"seccomp", "no-clone-rules"}, []),
+        ("seccomp-denied", {"seccomp", "allow:" + ",".join(sandbox.DENIED)}, []),
         ("landlock", {"landlock"}, []),
-        *[(f"landlock+{name}", {"landlock"}, paths) for name, paths in EXTRA.items()],
+        ("ll-no-scope", {"landlock", "no-scope"}, []),
+        ("ll-no-net", {"landlock", "no-net"}, []),
+        ("ll-full-shm-tmp", {"landlock", "full:/dev/shm", "full:/tmp"}, []),
+        ("ll-full-dev", {"landlock", "full:/dev"}, []),
+        ("ll-full-root", {"landlock", "full:/"}, []),
+        ("ll-full-root-no-scope-net", {"landlock", "full:/", "no-scope", "no-net"}, []),
+        *[(f"landlock+{name}", {"landlock"}, paths) for name, paths in EXTRA.items() if name != "root"],
         ("all layers", {"env", "caps", "landlock", "seccomp"}, []),
     ]
     for name, layers, extra in trials:
