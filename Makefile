@@ -17,12 +17,15 @@ BATCH ?= $(COURSE)/submitted
 BATCH_OUT ?= reports/batch
 ENGINE ?= local
 TEST_JOBS ?= 2
+# on a GPU machine that has torch but no .venv (see README, "The first run on a GPU"), its own python3
+PY := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+WHEEL_PLATFORMS := $(foreach n,1 2014 _2_5 _2_17 _2_24 _2_26 _2_27 _2_28 _2_31 _2_34 _2_35,--platform manylinux$(n)_x86_64)
 # nbgrader and jupyter call helper commands (alembic, jupyter-*) that live in the venv
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
 .PHONY: help setup lint format test test-fast lab grade exercises fixtures check-exercises bench clean \
-	release collect autograde feedback export calibrate warm-cache check batch speed-trials
+	release collect autograde feedback export calibrate warm-cache check batch speed-trials gpu-check gpu-wheels
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -95,6 +98,13 @@ check:  ## workshop mode: check exercise EX=01 quickly (FULL=1 adds speed) + a p
 
 batch:  ## grade every submission in BATCH=dir (default $(COURSE)/submitted) into BATCH_OUT, resumably
 	$(BIN)/python -m grader batch $(BATCH) --out $(BATCH_OUT) --engine $(ENGINE) $(if $(WORKERS),--workers $(WORKERS)) $(if $(FORCE),--force) $(if $(UNSANDBOXED),--unsandboxed)
+
+gpu-check:  ## the course on a CUDA GPU in resumable steps, results in bench/results/gpu-check-*/ (STEPS='lesson-*', BUDGET=s, REDO=...)
+	$(PY) -m tools.gpu_check $(if $(STEPS),--steps $(STEPS)) $(if $(BUDGET),--budget-s $(BUDGET)) $(if $(REDO),--redo $(REDO))
+
+gpu-wheels:  ## download into .whl/ the wheels gpu-check needs on a GPU machine with torch and no registry (CPython 3.12)
+	$(PY) -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $(WHEEL_PLATFORMS) \
+		-d .whl $$(grep -v '^#' tools/gpu_wheels.txt)
 
 clean:  ## remove caches, traces and reports (keeps .venv)
 	rm -rf .cache runs reports .pytest_cache

@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from coursekit.profile import Profile
-from grader import machine_lock, sandbox
+from grader import judging, machine_lock, sandbox
 from grader.context import Context
 from grader.learner import Limits, RemoteLearner, WorkerLost, default_memory_limit
 from grader.loader import NotebookError, read_cells
@@ -114,6 +114,7 @@ def grade_notebook(
         return grade
     grade.flags = [f.as_dict() for f in scan_cells(cells)]
     ctx = ctx or Context.create(profile, seed)
+    judging.use_device_class(profile.device_class)
     timeout = check_timeout_s or CHECK_TIMEOUT_S[profile.device_class]
     deadline = time.monotonic() + (budget_s or NOTEBOOK_BUDGET_S[profile.device_class])
     limits = Limits(memory_limit_bytes or default_memory_limit(), timeout)

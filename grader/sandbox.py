@@ -7,8 +7,10 @@ From then on that process and everything it starts:
   grader's worker-side modules, system libraries) and writes only inside its private scratch folder, so it
   cannot read ``solutions/``, hidden checks, references, thresholds, calibration files, other submissions,
   reports or the gradebook, nor change any of them;
-* opens no socket of any kind (seccomp), so it has no network and cannot reach a local daemon, Ray, or a
-  fork server through a UNIX socket; Landlock's TCP rules (ABI 4) back this up where the kernel has them;
+* reaches no network and no other process through a socket (seccomp): it may create only UNIX sockets, which
+  the CUDA driver needs at start-up (a GPU run showed ``cuInit`` failing with error 304 without them), and
+  ``connect`` is refused outright, as is ``sendto`` with an address, so it cannot reach a local daemon, Ray, or
+  a fork server; Landlock's TCP rules (ABI 4) and abstract-socket scoping (ABI 6) back this up;
 * cannot signal, trace or read the memory of a process outside the sandbox (Landlock scopes signals from
   ABI 6, and ptrace from ABI 1; on older kernels seccomp allows ``kill`` only to the process itself);
 * cannot change another process's priority, CPU affinity, resource limits or I/O priority, cannot raise its
@@ -40,7 +42,6 @@ MIN_LANDLOCK_ABI = 1  # file rules; network rules need 4 and signal scoping 6, e
 
 # Syscalls no grading needs and that let a process of the grader's own user reach outside the sandbox.
 DENIED = (
-    "socket",
     "ptrace",
     "process_vm_readv",
     "process_vm_writev",
@@ -122,6 +123,7 @@ DENIED = (
 OWN_ONLY = ("sched_setaffinity", "prlimit64")  # allowed on the calling process (pid 0), refused on any other
 NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 X32_BIT = 0x40000000
+AF_UNIX = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -233,6 +235,9 @@ def _landlock(policy: Policy, abi: int) -> None:
         (policy.execute, read | AccessFS.EXECUTE),
         (policy.devices, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.IOCTL_DEV),
         ([policy.scratch], AccessFS(sum(AccessFS))),
+        # its own /proc entries: the CUDA driver writes there at start-up (a GPU run failed without it; thread
+        # names are written to /proc/self/task/<tid>/comm); another process's entries stay read-only
+        ([Path(f"/proc/{os.getpid()}")], read | AccessFS.WRITE_FILE | AccessFS.TRUNCATE),
     )
     with Ruleset(
         handled_net=AccessNet.BIND_TCP | AccessNet.CONNECT_TCP, scoped=Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET
@@ -260,6 +265,10 @@ def _seccomp(abi: int) -> None:
 
     for name in DENIED:
         refuse(name)
+    refuse("socket", [ArgCmp(0, CmpOp.NE, AF_UNIX)])  # the CUDA driver makes a UNIX socket in cuInit
+    refuse("socketcall")  # 32-bit multiplexer: its arguments sit in memory seccomp cannot read
+    refuse("connect", error=errno.ENOENT)  # as if nothing listened: no daemon, Ray or fork server is reachable
+    refuse("sendto", [ArgCmp(4, CmpOp.NE, 0)])  # a datagram with an address; connected sends stay allowed
     for name in OWN_ONLY:
         refuse(name, [ArgCmp(0, CmpOp.NE, 0)])
     refuse("prctl", [ArgCmp(0, CmpOp.EQ, PR_SET_CHILD_SUBREAPER)])  # the worker adopts orphans; keep it so

@@ -91,12 +91,27 @@ def test_learner_code_reads_and_writes_only_what_it_may(tmp_path: Path) -> None:
 
 
 @needs_sandbox
-def test_learner_code_reaches_no_network_and_no_other_process() -> None:
+def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) -> None:
     judge = os.getpid()
+    listener, dgram = tmp_path / "judge.sock", tmp_path / "judge.dgram"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(listener))
+    server.listen()
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind(b"\0grader-test")
+    abstract.listen()
+    sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sink.bind(str(dgram))
     results = in_sandbox(
         {
             "tcp socket": lambda: socket.create_connection(("127.0.0.1", 9), timeout=1),
-            "unix socket": lambda: socket.socket(socket.AF_UNIX),
+            "udp datagram": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)),
+            "connect a unix socket": lambda: socket.socket(socket.AF_UNIX).connect(str(listener)),
+            "connect an abstract socket": lambda: socket.socket(socket.AF_UNIX).connect(b"\0grader-test"),
+            "datagram to a unix socket": lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(
+                b"x", str(dgram)
+            ),
+            "write the judge's /proc": lambda: Path(f"/proc/{judge}/comm").write_text("owned"),
             "signal the judge": lambda: os.kill(judge, signal.SIGCONT),
             "read the judge's environment": lambda: Path(f"/proc/{judge}/environ").read_bytes(),
             "renice the judge": lambda: os.setpriority(os.PRIO_PROCESS, judge, 19),
@@ -105,10 +120,39 @@ def test_learner_code_reaches_no_network_and_no_other_process() -> None:
             "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
         }
     )
+    for sock in (server, abstract, sink):
+        sock.close()
     for name, outcome in results.items():
         if name not in ("fork", "write its scratch"):
             assert outcome.startswith("blocked"), (name, outcome)
     assert results["fork"] == "ALLOWED"
+
+
+@needs_sandbox
+def test_what_the_cuda_driver_needs_at_start_up_stays_allowed() -> None:
+    """A GPU run (H100, torch 2.11) showed cuInit failing with error 304 when the worker could make no UNIX
+    socket, or write nothing under its own /proc (``python -m tools.sandbox_cuda`` found both)."""
+    import threading
+
+    def name_a_thread() -> None:
+        ready, done = threading.Event(), threading.Event()
+        worker = threading.Thread(target=lambda: (ready.set(), done.wait()))
+        worker.start()
+        ready.wait()
+        try:
+            Path(f"/proc/self/task/{worker.native_id}/comm").write_text("cuda-EvtHandlr")
+        finally:
+            done.set()
+            worker.join()
+
+    results = in_sandbox(
+        {
+            "make a unix socket": lambda: socket.socket(socket.AF_UNIX).close(),
+            "a socket pair": lambda: [s.close() for s in socket.socketpair()],
+            "name a thread": name_a_thread,
+        }
+    )
+    assert set(results.values()) == {"ALLOWED"}, results
 
 
 @needs_sandbox

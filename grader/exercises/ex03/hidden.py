@@ -17,6 +17,8 @@ from grader.speed import compare_checked
 
 LOSS_RTOL = 1e-3  # compiled vs eager losses over a few AdamW steps: kernels differ in the last bits
 
+TRAINED_FRACTION = 0.25  # the extracted student must sit this close to the trained one, relative to training
+
 
 def reference(ctx, seed: int) -> tuple[ReferenceDistiller, callable]:
     """The grader's eager distiller on the given models built from ``seed``, and its eager train step."""
@@ -70,6 +72,7 @@ def step_training(learner, ctx) -> None:
         {**_steps(ctx, "step", seeds), **batch_inputs("check", check_images, check_labels)},
     )
     model, ref_step = reference(ctx, seed)
+    initial = {name: value.detach().double().cpu() for name, value in model.student.state_dict().items()}
     losses = got.tensor("losses", shape=(steps,))
     for i, s in enumerate(seeds):
         want = ref_step(*batch(ctx.profile, seed=s))
@@ -85,14 +88,20 @@ def step_training(learner, ctx) -> None:
             f"after {steps} steps teacher tensors changed (e.g. {changed[0]}): the optimiser trained "
             f"the teacher. {FREEZE_HINT}"
         )
-    atol = 0.1 * LEARNING_RATE  # AdamW steps: a weight whose gradient is rounding noise moves by noise * lr
+    # AdamW moves a weight whose gradient is rounding noise by about lr per step in a random direction, so on a
+    # GPU (other kernels, other rounding) the learner's trained weights drift from the grader's: the first H100
+    # run failed an honest solution on an elementwise bound. A returned copy is off by the whole of training, so
+    # the test is where the weights are relative to how far training moved them.
+    atol = 0.1 * LEARNING_RATE
     for name, value in model.student.state_dict().items():
-        mine = got.tensor(f"w.{name}", shape=tuple(value.shape))
-        if (mine.double() - value.detach().double().cpu()).abs().max() > atol:
+        mine = got.tensor(f"w.{name}", shape=tuple(value.shape)).double()
+        trained = value.detach().double().cpu()
+        off, moved = float((mine - trained).norm()), float((trained - initial[name]).norm())
+        if (mine - trained).abs().max() > atol and off > TRAINED_FRACTION * moved:
             raise AssertionError(
                 f"the student extract_student returns after training is not the trained student: "
-                f"{name} differs from the grader's trained student. Return the student module the "
-                "Distiller trains (model.student), not a copy."
+                f"{name} is {off:.3g} from the grader's trained student, which training moved {moved:.3g} from "
+                "where it started. Return the student module the Distiller trains (model.student), not a copy."
             )
     assert_close(
         got.tensor("plain_out"),

@@ -1,0 +1,49 @@
+"""``make gpu-check``'s plumbing, on the CPU: discovered steps, resuming, the call budget, the packed results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from coursekit.lessons import lessons
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gpu_check(*args: str) -> str:
+    env = {**os.environ, "COURSEKIT_DEVICE": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.gpu_check", "--profile", "smoke", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc.stdout
+
+
+def test_every_lesson_and_exercise_has_its_steps(tmp_path: Path) -> None:
+    listed = gpu_check("--out", str(tmp_path), "--list")
+    names = {line.split()[0] for line in listed.splitlines()}
+    for lesson in lessons():
+        assert {f"lesson-{lesson.number:02d}", f"wrong-{lesson.id}", f"grade-{lesson.id}"} <= names
+    assert {"env", "calibrate"} <= names
+
+
+def test_a_step_that_finished_is_not_run_again_and_the_results_pack(tmp_path: Path) -> None:
+    out, pack = tmp_path / "results", tmp_path / "results.tgz"
+    assert "0/1 steps done" in gpu_check("--out", str(out), "--steps", "env", "--budget-s", "0")  # budget spent
+    first = gpu_check("--out", str(out), "--steps", "env", "--pack", str(pack))
+    state = json.loads((out / "steps.json").read_text())
+    assert state["env"]["status"] == "ok" and "1/1 steps done" in first
+    assert json.loads((out / "env.json").read_text())["torch"]
+    with tarfile.open(pack) as tar:
+        assert f"{out.name}/steps.json" in tar.getnames()
+    again = gpu_check("--out", str(out), "--steps", "env")
+    assert "env:" not in again and "1/1 steps done" in again  # resumed: nothing to run

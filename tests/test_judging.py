@@ -1,0 +1,28 @@
+"""The judge's comparisons: tolerances per dtype and device class."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import judging
+
+
+@pytest.fixture
+def device_class():
+    yield judging.use_device_class
+    judging.use_device_class("cpu")
+
+
+def test_float32_tolerance_widens_on_a_gpu_for_reduction_order_but_not_for_wrong_answers(device_class) -> None:
+    expected = torch.tensor([0.01, -0.02, 0.5])
+    reordered = expected + torch.tensor([5e-5, -5e-5, 0.0])  # what the H100 run saw from honest solutions
+    wrong = expected + torch.tensor([1e-2, 0.0, 0.0])
+    device_class("cpu")
+    with pytest.raises(AssertionError, match="rtol=0.0001, atol=1e-05"):
+        judging.assert_close(reordered, expected, torch.float32, "masked mean")
+    device_class("cuda")
+    judging.assert_close(reordered, expected, torch.float32, "masked mean")
+    with pytest.raises(AssertionError, match="max abs difference 0.01"):
+        judging.assert_close(wrong, expected, torch.float32, "masked mean")
+    assert judging.tolerance(torch.bfloat16) == judging.TOLERANCES[torch.bfloat16]
