@@ -94,6 +94,14 @@ def _count_profile(prof: torch.profiler.profile, traffic: Traffic, allow_inside:
             traffic.host_tensors[name] += 1
 
 
+def host_reads_under_compile() -> bool:
+    """Whether compiled code that traces NumPy can run under the TorchFunctionMode counting ``.tolist()`` and
+    ``.numpy()``: on torch 2.11 Dynamo fails inside it ("'ndarray' object has no attribute 'dim'", a loop over
+    ``np.arange``), on 2.14 it works. Versions in between are untested and treated like 2.11."""
+    major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return (major, minor) >= (2, 14)
+
+
 _profiler_warmed: set[str] = set()
 
 

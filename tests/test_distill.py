@@ -279,3 +279,18 @@ def test_lesson3_charts_render(tmp_path) -> None:
     )
     fig.savefig(tmp_path / "modes.png")
     assert (tmp_path / "steps.png").stat().st_size > 0 and (tmp_path / "modes.png").stat().st_size > 0
+
+
+def test_fp32_rows_are_true_fp32_and_bf16_is_dropped_only_on_a_gpu_without_it(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from coursekit.lessons.distillation import bench
+
+    torch.set_float32_matmul_precision("high")
+    assert "TF32" in bench.true_fp32() and torch.get_float32_matmul_precision() == "highest"
+    cpu = get_profile("smoke")
+    assert bench.usable_dtypes(cpu, ["fp32", "bf16"]) == ["fp32", "bf16"]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla T4")
+    assert bench.usable_dtypes(replace(cpu, device="cuda"), ["fp32", "bf16"]) == ["fp32"]
+    assert bench.modes_dtype(replace(cpu, device="cuda")) == "fp32"

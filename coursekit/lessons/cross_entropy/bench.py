@@ -37,6 +37,7 @@ def first_calls(profile: Profile, loss_fn: LossFn, calls: int = WARMUP_CALLS, se
     seconds = []
     for i in range(calls):
         logits, labels = loss_inputs(profile, seed + i)
+        synchronize(profile.device)  # the inputs' copies finish before the clock starts
         start = time.perf_counter()
         loss_fn(logits, labels).backward()
         synchronize(profile.device)

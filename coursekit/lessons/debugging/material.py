@@ -352,15 +352,26 @@ def run_python(
     code: str, cwd: str | os.PathLike, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh Python (this one's interpreter) in ``cwd``, with ``env`` added to the
-    environment; stdout and stderr are captured. A crashed or broken compile cannot harm the caller."""
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    environment; stdout and stderr are captured. A crashed or broken compile cannot harm the caller.
+
+    Past ``timeout`` seconds the script is stopped and a ``TimeoutError`` says so, with the end of its output."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        tail = exc.stderr or exc.stdout or ""
+        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+        raise TimeoutError(
+            f"the script in {cwd} ran past its {timeout:.0f} s limit and was stopped (a GPU's cold compiles, or a "
+            f"minifier with many candidates, can take longer: pass a larger timeout). Its last output:\n"
+            f"{tail[-1500:]}"
+        ) from None
 
 
 # --- measuring the ladder ---------------------------------------------------------------------------
@@ -387,6 +398,7 @@ def run_rung(fn: Callable, args: Sequence[Any], backend: str, expected: torch.Te
     from coursekit.timing import synchronize
 
     torch.compiler.reset()
+    synchronize(device)  # eager's expected output finishes before the clock starts
     start = time.perf_counter()
     row: dict[str, Any] = {"backend": backend, "error": None, "max_abs_diff": None}
     with restore_dispatch_state():  # a crash half-way through tracing must not spoil the next rung

@@ -126,6 +126,29 @@ def judge(ab: dict) -> str:
     return "slower" if ab["q3"] < 1 else "not clearly different"
 
 
+def true_fp32() -> str:
+    """Make the fp32 rows true fp32 (TF32 off for matmuls and cuDNN convolutions) and say so, in a line to print.
+
+    On Ampere and newer GPUs ``torch.set_float32_matmul_precision("high")`` lets fp32 matmuls run on TF32 tensor
+    cores (10 mantissa bits instead of 23): several times faster, and then fp32 rows would measure something
+    between fp32 and bf16. Inductor warns when TF32 is available and off; the lesson keeps it off on purpose."""
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
+    return (
+        "fp32 rows are true fp32: torch.set_float32_matmul_precision('highest'), cudnn.allow_tf32 = False "
+        "('high' would run fp32 matmuls on TF32 tensor cores on Ampere and newer GPUs: faster, 10-bit mantissas)"
+    )
+
+
+def usable_dtypes(profile: Profile, dtypes: Iterable[str]) -> list[str]:
+    """``dtypes`` less bf16 on a CUDA GPU without bf16 (``torch.cuda.is_bf16_supported()``), printing why."""
+    wanted = list(dtypes)
+    if "bf16" in wanted and profile.device_class == "cuda" and not torch.cuda.is_bf16_supported():
+        print(f"bf16 rows skipped: {torch.cuda.get_device_name()} does not support bfloat16 (before Ampere)")
+        wanted.remove("bf16")
+    return wanted
+
+
 def _bar(items: Sequence, desc: str, progress: bool, unit: str) -> tqdm:
     return tqdm(items, desc=desc, unit=unit, disable=not progress)
 
@@ -134,8 +157,9 @@ def measure_classifier(profile: Profile, dtypes: Iterable[str] = DTYPES, progres
     """The article's ViT classifier step, eager and compiled, for each of ``dtypes`` (``fp32``, ``bf16``)."""
     apply_threads(profile)
     use_repo_compile_cache()
+    true_fp32()
     rows = []
-    for dtype in _bar(list(dtypes), "lesson 3 classifier", progress, "dtype"):
+    for dtype in _bar(usable_dtypes(profile, dtypes), "lesson 3 classifier", progress, "dtype"):
         amp = DTYPES[dtype]
         eager = classifier_step(profile, compiled=False, amp=amp)
         base = eager_row(dtype, eager, profile)
@@ -152,9 +176,11 @@ def measure_distillation(
     """Every variant of ``VARIANTS`` (eager first) for each of ``dtypes``, compared with eager of that dtype."""
     apply_threads(profile)
     use_repo_compile_cache()
+    true_fp32()
     names = ["eager", *(v for v in variants if v != "eager")]
     rows = []
-    bar = _bar([(d, v) for d in dtypes for v in names], "lesson 3 distillation", progress, "variant")
+    pairs = [(d, v) for d in usable_dtypes(profile, dtypes) for v in names]
+    bar = _bar(pairs, "lesson 3 distillation", progress, "variant")
     for dtype, variant in bar:
         bar.set_postfix_str(f"{variant} {dtype}")
         amp = DTYPES[dtype]
@@ -173,7 +199,7 @@ def measure_distillation(
 def modes_dtype(profile: Profile) -> str:
     """The dtype the modes are compared in: bf16 on CUDA (the article's setting), fp32 on a CPU (where bf16
     autocast is slow eagerly)."""
-    return "bf16" if profile.device_class == "cuda" else "fp32"
+    return "bf16" if profile.device_class == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
 
 
 def measure_modes(
@@ -191,6 +217,7 @@ def measure_modes(
     """
     apply_threads(profile)
     use_repo_compile_cache()
+    true_fp32()
     dtype = dtype or modes_dtype(profile)
     amp = DTYPES[dtype]
     known = {r["name"]: r for r in reuse if r["dtype"] == dtype}

@@ -32,7 +32,7 @@ from coursekit.lessons.graph_breaks.material import VARIANTS, build
 from coursekit.profile import Profile, apply_threads
 from coursekit.results import doc_header, duration, machine_label
 from coursekit.timing import compare, synchronize
-from coursekit.traffic import Traffic, watch_traffic
+from coursekit.traffic import Traffic, host_reads_under_compile, watch_traffic
 from coursekit.training import train_step
 
 LESSON = "lesson02"
@@ -59,6 +59,7 @@ def first_calls_ms(step: Step, batches: list, device: str, calls: int = 2) -> li
     """Milliseconds of each of the first ``calls`` steps: compiling happens here."""
     times = []
     for x, y in batches[:calls]:
+        synchronize(device)  # nothing queued before the clock starts
         start = time.perf_counter()
         step(x, y)
         synchronize(device)
@@ -67,9 +68,10 @@ def first_calls_ms(step: Step, batches: list, device: str, calls: int = 2) -> li
 
 
 def step_traffic(step: Step, batch: tuple, device: str) -> Traffic:
-    """Traffic of one step, outside the custom op; the first watched call recompiles (mode guard) and is dropped."""
+    """Traffic of one step, outside the custom op; the first watched call recompiles (mode guard) and is dropped.
+    ``.numpy()`` and ``.tolist()`` are counted only where :func:`host_reads_under_compile` says they can be."""
     for _ in range(2):
-        with watch_traffic(device, allow_inside=ALLOW_INSIDE) as traffic:
+        with watch_traffic(device, allow_inside=ALLOW_INSIDE, host_reads=host_reads_under_compile()) as traffic:
             step(*batch)
     return traffic
 
@@ -147,7 +149,13 @@ def measure_graph_breaks(profile: Profile, backend: str = "inductor", seed: int 
             }
         )
     torch.compiler.reset()
-    return {"backend": backend, "variants": variants, "steps": rows, "comparisons": comparisons}
+    return {
+        "backend": backend,
+        "variants": variants,
+        "steps": rows,
+        "comparisons": comparisons,
+        "host_reads_counted": host_reads_under_compile(),
+    }
 
 
 def judge(comparison: dict) -> str:
@@ -169,6 +177,12 @@ def describe(result: dict) -> str:
                 f"{duration(r['first_call_ms'])}, second {duration(r['second_call_ms'])}"
             )
         lines.append(f"{'':16s} traffic per step: {r['traffic']}")
+    if not result.get("host_reads_counted", True):
+        lines.append(
+            f"(torch {torch.__version__}: .numpy() and .tolist() are not counted here; its Dynamo cannot trace "
+            "NumPy code under the mode that counts them. On a CPU they copy nothing; on a GPU the .cpu() before "
+            "them still shows as a Memcpy DtoH.)"
+        )
     for c in result["comparisons"]:
         lines.append(
             f"{c['candidate']} vs {c['baseline']}: {c['speedup']:.2f}x "
