@@ -74,7 +74,9 @@ def new_lesson(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_a_new_lesson_is_one_copied_folder(new_lesson) -> None:
     tmp_path, found = new_lesson
-    assert found == (Lesson("new_topic", 99, "A new lesson", "99_new_lesson.ipynb", "99_new_lesson.ipynb", False, 0.0),)
+    assert found == (
+        Lesson("new_topic", 99, "A new lesson", "99_new_lesson.ipynb", "99_new_lesson.ipynb", False, 0.0, 0.0),
+    )
     material = _load(tmp_path / "lessons" / "new_topic" / "material.py", "throwaway_material")
     givens = _load(tmp_path / "lessons" / "new_topic" / "givens.py", "throwaway_givens")
     assert torch.equal(material.example(givens.make_input()), givens.make_input() * 2)

@@ -32,6 +32,7 @@ class Lesson:
     exercise: str  # the exercise notebook's name, in solutions/ and exercises/
     bench: bool  # has a bench.py that `make bench` runs
     test_minutes: float  # what its slow tests cost on 2 CPU cores (smoke profile), for scheduling
+    full_memory_gib: float  # GPU memory its full profile needs (coursekit.memory; 0: no sizes.py)
 
     @property
     def id(self) -> str:
