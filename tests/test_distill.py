@@ -294,3 +294,16 @@ def test_fp32_rows_are_true_fp32_and_bf16_is_dropped_only_on_a_gpu_without_it(mo
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla T4")
     assert bench.usable_dtypes(replace(cpu, device="cuda"), ["fp32", "bf16"]) == ["fp32"]
     assert bench.modes_dtype(replace(cpu, device="cuda")) == "fp32"
+
+
+def test_a_probe_past_its_time_limit_says_so() -> None:
+    import subprocess
+    import sys
+
+    from coursekit.lessons.distillation.bench import _probe_result
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    row = _probe_result(proc, "one graph", "inference_mode", timeout=0.5)
+    assert not row["ok"] and "stopped after 0.5 s" in row["outcome"] and "larger timeout" in row["outcome"]

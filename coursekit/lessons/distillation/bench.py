@@ -291,15 +291,19 @@ _PROBE = (
 
 
 def _probe_result(proc: subprocess.Popen, variant: str, teacher_mode: str, timeout: float) -> dict:
+    timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
+        timed_out = True
     lines = out.strip().splitlines()
     if proc.returncode == 0 and lines:
         return json.loads(lines[-1])
     last = (err.strip().splitlines() or ["no output"])[-1]
+    if timed_out:
+        last = f"stopped after {timeout:g} s (a cold compile on a GPU can take longer: pass a larger timeout)"
     return {
         "variant": variant,
         "teacher_mode": teacher_mode,
@@ -313,23 +317,28 @@ def _probe_result(proc: subprocess.Popen, variant: str, teacher_mode: str, timeo
 def probe_isolated(
     profile: Profile, variants: Iterable[str] = VARIANTS, teacher_mode: str = "inference_mode", timeout: float = 600
 ) -> list[dict]:
-    """:func:`probe_teacher_mode` for each variant, each in a fresh Python process (run side by side)."""
+    """:func:`probe_teacher_mode` for each variant, each in a fresh Python process: side by side on a CPU, one at
+    a time on a GPU, after this process hands its cached memory back (each probe builds the full models)."""
     env = {**os.environ, PROFILE_ENV: profile.name, DEVICE_ENV: profile.device, CACHE_ENV: use_repo_compile_cache()}
-    procs = [
-        (
-            v,
-            subprocess.Popen(
-                [sys.executable, "-c", _PROBE, v, teacher_mode],
-                cwd=repo_root(),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            ),
+
+    def start(variant: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", _PROBE, variant, teacher_mode],
+            cwd=repo_root(),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        for v in variants
-    ]
-    return [_probe_result(proc, v, teacher_mode, timeout) for v, proc in procs]
+
+    if profile.device_class != "cuda":
+        procs = [(v, start(v)) for v in variants]
+        return [_probe_result(proc, v, teacher_mode, timeout) for v, proc in procs]
+    results = []
+    for v in variants:
+        torch.cuda.empty_cache()
+        results.append(_probe_result(start(v), v, teacher_mode, timeout))
+    return results
 
 
 def results_doc(profile: Profile, result: dict) -> dict:
