@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import linecache
+import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,9 @@ def _first_line(node: ast.stmt, source: str) -> str:
 def load_cells(cells: list[str], module_name: str = "submission") -> Loaded:
     """Run the definitions of ``cells`` in a new module namespace."""
     module = types.ModuleType(module_name)
+    # registered, as an imported module would be: torch 2.11's Dynamo imports the module of a class it traces
+    # ("No module named 'submission'" when compiling a learner's nn.Module otherwise); 2.14's does not
+    sys.modules[module_name] = module
     loaded = Loaded(namespace=module.__dict__, cells=len(cells))
     transformer = TransformerManager()  # turns %magics and !shell into plain calls, which are skipped
     for index, raw in enumerate(cells, start=1):
