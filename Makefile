@@ -40,6 +40,8 @@ help:  ## list the targets
 setup:  ## create .venv with the pinned dependencies and this kit (editable)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"
+	@echo "CUDA libraries (about 5 GB, a few minutes, quiet until done; they run on a CPU too)"
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
 	$(BIN)/python -c "import torch, torchvision, timm; print('torch', torch.__version__, '| torchvision', torchvision.__version__, '| timm', timm.__version__, '| cuda', torch.cuda.is_available())"
 
@@ -67,8 +69,8 @@ test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(
 test-fast: lint  ## lint, then skip the slow tests (notebook execution, whole-submission grading)
 	$(BIN)/python -m pytest -m "not slow"
 
-lab:  ## open the course in JupyterLab
-	$(BIN)/jupyter lab --notebook-dir=.
+lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
+	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 grade:  ## grade exercises/ (or SUBMISSION=path) and print the score table
 	$(BIN)/python -m grader $(SUBMISSION) --report $(REPORT)

@@ -143,10 +143,12 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 setup:  ## create .venv with the pinned dependencies and this kit
 \t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 \t$(BIN)/python -m pip install --quiet --upgrade pip
+\t@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"
+\t@echo "CUDA libraries (about 5 GB, a few minutes, quiet until done; they run on a CPU too)"
 \t$(BIN)/python -m pip install --quiet -r requirements.txt -e .
 
-lab:  ## open the course in JupyterLab
-\t$(BIN)/jupyter lab --notebook-dir=.
+lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
+\t$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 check:  ## check one exercise quickly (EX=01) and show a progress table of all of them
 \t$(BIN)/python -m grader check $(EX)
