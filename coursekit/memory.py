@@ -93,6 +93,8 @@ def need_gib(estimates: list[Estimate]) -> float:
 
 def fits(need: float, profile: Profile) -> str:
     """A line for a lesson's first cell: what it needs and what this GPU has free, or why that does not apply."""
+    if not need:
+        return "memory: this lesson's models are the same small ones on every profile (nothing to estimate)"
     if profile.device_class != "cuda":
         return f"memory: the {profile.name} profile on the CPU (the full profile needs a GPU with about {need:g} GiB)"
     free, total = torch.cuda.mem_get_info(torch.device(profile.device))
