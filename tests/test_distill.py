@@ -31,6 +31,7 @@ from coursekit.lessons.distillation.material import (
 )
 from coursekit.profile import get_profile
 from coursekit.timing import Timing
+from tests.versions import BEFORE_2_14
 
 SMOKE = get_profile("smoke", "cpu")
 TINY = dataclasses.replace(SMOKE, warmup=1, trials=2, min_sample_s=0.001)
@@ -258,7 +259,8 @@ def test_compiled_inference_mode_teacher_fails_in_a_child_process() -> None:
     probes = bench03.probe_isolated(SMOKE, ["loss compiled", "one graph"])
     for probe in probes:
         assert not probe["ok"] and probe["outcome"].startswith("BackendCompilerFailed"), probe
-        assert "inference tensor" in probe["outcome"]
+        # torch 2.14 names the cause; torch 2.11 fails on the same trace with a RuntimeError about a weakref
+        assert "inference tensor" in probe["outcome"] or BEFORE_2_14, probe["outcome"]
         assert probe["healthy_after"] in (True, False)  # False on torch 2.14.1: why each probe gets a fresh process
 
 
