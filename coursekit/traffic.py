@@ -83,10 +83,27 @@ def _inside(event, prefixes: tuple[str, ...]) -> bool:
     return False
 
 
+def _launcher(event, ops: dict) -> object | None:
+    """The op that launched a device event (a memcpy) or a runtime call, found by the correlation id the profiler
+    links it to; ``None`` for an op itself."""
+    linked = getattr(event, "linked_correlation_id", 0) or 0
+    return ops.get(linked) if linked > 0 else None
+
+
+def _allowed(event, prefixes: tuple[str, ...], ops: dict) -> bool:
+    """True if ``event`` runs inside an allowed op, or was launched by one (a custom op's own copies and syncs)."""
+    if _inside(event, prefixes):
+        return True
+    op = _launcher(event, ops)
+    return op is not None and (op.name.startswith(prefixes) or _inside(op, prefixes))
+
+
 def _count_profile(prof: torch.profiler.profile, traffic: Traffic, allow_inside: tuple[str, ...] = ()) -> None:
-    for event in prof.events():
+    events = list(prof.events())
+    ops = {e.id: e for e in events if not (getattr(e, "linked_correlation_id", 0) or 0)}  # the ops, by correlation id
+    for event in events:
         name = event.name
-        if allow_inside and _inside(event, allow_inside):
+        if allow_inside and _allowed(event, allow_inside, ops):
             continue
         if name in SYNC_EVENTS or name == "cudaStreamSynchronize" or name.startswith("Memcpy DtoH"):
             traffic.syncs[name] += 1
