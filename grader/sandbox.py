@@ -208,7 +208,7 @@ def probe(wanted: bool = True) -> Report:
             why_not=f"this kernel or Python lacks {' and '.join(missing)} "
             "(Landlock needs Linux 5.13+ with 'landlock' in the LSM list; pip install landlockpy seccompy)",
         )
-    network = "no sockets (seccomp)" + (", TCP refused by Landlock" if abi >= 4 else "")
+    network = "no network sockets and no connect (seccomp)" + (", TCP refused by Landlock" if abi >= 4 else "")
     signals = (
         "signals and ptrace only inside the sandbox (Landlock)"
         if abi >= 6
