@@ -30,3 +30,18 @@ def test_full_size_steps_run_on_meta_and_the_manifest_states_their_memory(item) 
 
 def test_a_lesson_says_whether_it_fits() -> None:
     assert "needs a GPU with about 35.8 GiB" in fits(35.8, get_profile("smoke", device="cpu"))
+
+
+def test_a_row_too_big_for_the_gpu_is_skipped_with_a_reason(monkeypatch) -> None:
+    from dataclasses import replace
+
+    import torch
+
+    from coursekit.memory import lesson_shortfall
+
+    cuda = replace(get_profile("smoke", device="cpu"), device="cuda")
+    assert lesson_shortfall(3, get_profile("smoke", device="cpu")) is None  # no GPU: nothing to skip
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (int(20 * GIB), int(24 * GIB)))
+    assert lesson_shortfall(3, cuda) == "needs about 35.8 GiB of GPU memory, 20.0 GiB free here"
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (int(70 * GIB), int(80 * GIB)))
+    assert lesson_shortfall(3, cuda) is None and lesson_shortfall(0, cuda) is None
