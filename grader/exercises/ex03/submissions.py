@@ -28,6 +28,17 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # eager, the teacher's inference tensors only feed new tensors: the eager checks pass
         {"ex03.step.training", "ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
     ),
+    "extract_student returns an untrained copy": (
+        {
+            "        self.student = student\n": (
+                "        self.student = student\n"
+                "        object.__setattr__(self, 'untrained', __import__('copy').deepcopy(student))\n"
+            ),
+            "    return model.student\n": "    return model.untrained\n",
+        },
+        # the trained weights are as far from the copy's as training moved them: step.training's weight test
+        {"ex03.extract.student", "ex03.step.training"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
