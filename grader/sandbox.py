@@ -30,10 +30,11 @@ mount tricks. The bindings are ``landlockpy`` and ``seccompy`` (pure Python, mai
 from __future__ import annotations
 
 import errno
+import json
 import os
 import platform
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -224,7 +225,10 @@ def probe(wanted: bool = True) -> Report:
     )
 
 
-def _landlock(policy: Policy, abi: int) -> None:
+def _landlock(policy: Policy, abi: int, *, full: Iterable[Path] = (), scope: bool = True, net: bool = True) -> None:
+    """The worker's Landlock rules. ``full``, ``scope=False`` and ``net=False`` widen them, for
+    ``python -m tools.sandbox_cuda`` only: every right under ``full``, no signal or abstract-socket scoping, TCP
+    not handled."""
     from landlockpy import AccessFS, AccessNet, Ruleset, Scope
 
     file_rights = AccessFS.EXECUTE | AccessFS.WRITE_FILE | AccessFS.READ_FILE | AccessFS.TRUNCATE | AccessFS.IOCTL_DEV
@@ -234,14 +238,17 @@ def _landlock(policy: Policy, abi: int) -> None:
         (policy.list_only, AccessFS.READ_DIR),
         (policy.execute, read | AccessFS.EXECUTE),
         (policy.devices, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.IOCTL_DEV),
-        ([policy.scratch], AccessFS(sum(AccessFS))),
+        ([policy.scratch, *full], AccessFS(sum(AccessFS))),
         # its own /proc entries: the CUDA driver writes there at start-up (a GPU run failed without it; thread
         # names are written to /proc/self/task/<tid>/comm); another process's entries stay read-only
         ([Path(f"/proc/{os.getpid()}")], read | AccessFS.WRITE_FILE | AccessFS.TRUNCATE),
     )
-    with Ruleset(
-        handled_net=AccessNet.BIND_TCP | AccessNet.CONNECT_TCP, scoped=Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET
-    ) as rules:
+    handled: dict = {}
+    if net:
+        handled["handled_net"] = AccessNet.BIND_TCP | AccessNet.CONNECT_TCP
+    if scope:
+        handled["scoped"] = Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET
+    with Ruleset(**handled) as rules:
         for paths, access in rights:
             for path in paths:
                 if os.path.exists(path):
@@ -296,6 +303,26 @@ def enter(policy: Policy, report: Report) -> None:
         _seccomp(report.landlock_abi)
     except Exception as exc:  # noqa: BLE001 - say which part failed
         raise SandboxError(f"could not enter the sandbox: {type(exc).__name__}: {exc}") from exc
+
+
+def in_forked_child(body: Callable[[], dict]) -> dict:
+    """Run ``body`` in a forked child (which may confine itself: the caller is untouched) and return the dict it
+    returns, as JSON through a pipe; ``{}`` if the child died first. For tests and tools probing the sandbox."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns to the caller
+        try:
+            os.close(read)
+            os.write(write, json.dumps(body()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 65536):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    return json.loads(data or b"{}")
 
 
 def default_read_paths(extra: Iterable[Path] = ()) -> tuple[list[Path], list[Path]]:

@@ -6,7 +6,6 @@ judge's side of the wire is fed malformed, oversized, half-sent and unsolicited 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -28,35 +27,21 @@ needs_sandbox = pytest.mark.skipif(not REPORT.active, reason=f"no sandbox here: 
 
 def in_sandbox(attempts: dict, abi: int | None = None) -> dict[str, str]:
     """Run each ``name: callable`` in a forked, sandboxed child; ``{name: "ALLOWED" | "blocked: ..."}``."""
-    read, write = os.pipe()
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-test-"))
-    pid = os.fork()
-    if pid == 0:  # the child: never returns to pytest
-        try:
-            os.close(read)
-            report = sandbox.Report(**{**vars(REPORT), **({"landlock_abi": abi} if abi else {})})
-            sandbox.enter(policy_for(scratch, "cpu"), report)
-            results = {}
+
+    def body() -> dict[str, str]:
+        report = sandbox.Report(**{**vars(REPORT), **({"landlock_abi": abi} if abi else {})})
+        sandbox.enter(policy_for(scratch, "cpu"), report)
+        results = {}
+        for name, attempt in {"write its scratch": lambda: (scratch / "mine.txt").write_text("x"), **attempts}.items():
             try:
-                (scratch / "mine.txt").write_text("x")
-                results["write its scratch"] = "ALLOWED"
+                attempt()
+                results[name] = "ALLOWED"
             except OSError as exc:
-                results["write its scratch"] = f"blocked: {exc.strerror}"
-            for name, attempt in attempts.items():
-                try:
-                    attempt()
-                    results[name] = "ALLOWED"
-                except OSError as exc:
-                    results[name] = f"blocked: {exc.strerror}"
-            os.write(write, json.dumps(results).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    data = b""
-    while chunk := os.read(read, 65536):
-        data += chunk
-    os.waitpid(pid, 0)
-    return json.loads(data)
+                results[name] = f"blocked: {exc.strerror}"
+        return results
+
+    return sandbox.in_forked_child(body)
 
 
 @needs_sandbox

@@ -30,36 +30,9 @@ EXTRA = {  # paths a CUDA driver may want beyond the worker's policy, tried one 
 
 
 def _landlock_variant(policy: sandbox.Policy, abi: int, layers: set[str]) -> None:
-    """The worker's Landlock rules, or a variant: ``no-scope`` (no signal or abstract-socket scoping),
-    ``no-net`` (TCP not handled), ``full:/path`` (every right under a path)."""
-    from landlockpy import AccessFS, AccessNet, Ruleset, Scope
-
-    if not ({"no-scope", "no-net"} & layers or any(x.startswith("full:") for x in layers)):
-        sandbox._landlock(policy, abi)
-        return
-    scoped = Scope(0) if "no-scope" in layers else Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET
-    net = AccessNet(0) if "no-net" in layers else AccessNet.BIND_TCP | AccessNet.CONNECT_TCP
-    file_rights = AccessFS.EXECUTE | AccessFS.WRITE_FILE | AccessFS.READ_FILE | AccessFS.TRUNCATE | AccessFS.IOCTL_DEV
-    read = AccessFS.READ_FILE | AccessFS.READ_DIR
+    """The worker's Landlock rules, or a variant: ``no-scope``, ``no-net``, ``full:/path`` (every right under it)."""
     full = [Path(x[5:]) for x in layers if x.startswith("full:")]
-    rights = (
-        (policy.read, read),
-        (policy.list_only, AccessFS.READ_DIR),
-        (policy.execute, read | AccessFS.EXECUTE),
-        (policy.devices, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.IOCTL_DEV),
-        ([policy.scratch, *full], AccessFS(sum(AccessFS))),
-    )
-    kwargs = {}
-    if net:
-        kwargs["handled_net"] = net
-    if scoped:
-        kwargs["scoped"] = scoped
-    with Ruleset(**kwargs) as rules:
-        for paths, access in rights:
-            for path in paths:
-                if os.path.exists(path):
-                    rules.allow_path(path, access if os.path.isdir(path) else access & file_rights)
-        rules.restrict()
+    sandbox._landlock(policy, abi, full=full, scope="no-scope" not in layers, net="no-net" not in layers)
 
 
 def _socket_rule(rule: str) -> None:
@@ -88,10 +61,8 @@ def _trial(layers: set[str], extra: list[str]) -> dict:
     policy.read += [Path(p) for p in extra]
     policy.devices += [Path(p) for p in extra if p == "/dev"]
     report = sandbox.probe()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
+
+    def body() -> dict:
         out: dict = {}
         try:
             if "env" in layers:
@@ -126,14 +97,9 @@ def _trial(layers: set[str], extra: list[str]) -> dict:
             out["ok"] = False
             out["error"] = f"{type(exc).__name__}: {exc}"[:400]
             out["where"] = traceback.format_exc().splitlines()[-3:]
-        os.write(write, json.dumps(out).encode())
-        os._exit(0)
-    os.close(write)
-    data = b""
-    while chunk := os.read(read, 65536):
-        data += chunk
-    os.waitpid(pid, 0)
-    return json.loads(data or b'{"ok": false, "error": "child died"}')
+        return out
+
+    return sandbox.in_forked_child(body) or {"ok": False, "error": "child died"}
 
 
 def main() -> int:
