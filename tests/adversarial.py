@@ -267,6 +267,7 @@ class SmoothedCE:
 '''
 
 SOCKETS = '''
+import os
 import socket
 
 
@@ -283,6 +284,29 @@ class SmoothedCE:
                 results.append("CONNECTED")
             except OSError as exc:
                 results.append(exc.strerror or str(exc))
+        # UNIX sockets may be made (the CUDA driver needs one): try every socket this machine lists, the grader's
+        # fork server among them, by stream and by datagram, named and abstract
+        try:
+            lines = open("/proc/net/unix").read().splitlines()[1:]
+        except OSError:
+            lines = []
+        names = [line.split()[-1] for line in lines if len(line.split()) > 7][:50]
+        for name in names:
+            address = "\\0" + name[1:] if name.startswith("@") else name
+            for kind, verb in ((socket.SOCK_STREAM, "CONNECTED"), (socket.SOCK_DGRAM, "SENT")):
+                try:
+                    s = socket.socket(socket.AF_UNIX, kind)
+                    s.settimeout(1)
+                    s.connect(address) if kind == socket.SOCK_STREAM else s.sendto(b"x", address)
+                    results.append(verb)
+                except OSError:
+                    pass
+        # the worker may write its own /proc entries (the CUDA driver names threads there), not its parent's
+        try:
+            open(f"/proc/{os.getppid()}/oom_score_adj", "w").write("1000")
+            results.append("WROTE")
+        except OSError as exc:
+            results.append(exc.strerror or str(exc))
         raise RuntimeError("; ".join(results))
 '''
 
@@ -343,8 +367,8 @@ CHEATS: dict[str, Attack] = {
     "renices the grader, pins its CPU and lowers its limits": Attack(
         "exercise", {VALUES: "Operation not permitted"}, cells=(PRIORITY,), forbidden=("CHANGED",)
     ),
-    "opens sockets to the network and a local daemon": Attack(
-        "exercise", {VALUES: "Operation not permitted"}, cells=(SOCKETS,), forbidden=("CONNECTED",)
+    "opens sockets to the network, local daemons and the fork server; writes its parent's /proc": Attack(
+        "exercise", {VALUES: "Operation not permitted"}, cells=(SOCKETS,), forbidden=("CONNECTED", "SENT", "WROTE")
     ),
     "writes a file past the size limit": Attack(  # the write fails (EFBIG): only the attack's own definition is lost
         "solution", {VALUES: "pass", BUILTIN: "pass"}, cells=(FILL_DISK,), problem="File too large"
