@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from coursekit.profile import Profile, ViTShape
+from coursekit.profile import Profile
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ViTShape:
+    """The size of one timm ``VisionTransformer``: blocks, embedding width, attention heads. Each lesson keeps
+    its own per profile in its manifest (``[sizes.<profile>]``)."""
+
+    depth: int
+    dim: int
+    heads: int
 
 
 class ToyConvNet(nn.Module):

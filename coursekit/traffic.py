@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
+from coursekit.versions import torch_before
+
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # keep kineto chatter out of notebooks (5 lets USDT lines through)
 
 SYNC_EVENTS = ("aten::_local_scalar_dense", "aten::nonzero")  # nonzero: data-dependent size, the host must wait
@@ -115,8 +117,7 @@ def host_reads_under_compile() -> bool:
     """Whether compiled code that traces NumPy can run under the TorchFunctionMode counting ``.tolist()`` and
     ``.numpy()``: on torch 2.11 Dynamo fails inside it ("'ndarray' object has no attribute 'dim'", a loop over
     ``np.arange``), on 2.14 it works. Versions in between are untested and treated like 2.11."""
-    major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-    return (major, minor) >= (2, 14)
+    return not torch_before(2, 14)
 
 
 _profiler_warmed: set[str] = set()

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("COURSEKIT_PROFILE", "smoke")
-os.environ.setdefault("COURSEKIT_DEVICE", "cpu")
+from coursekit.cache import use_repo_compile_cache
+from coursekit.profile import use_smoke_profile_for_tests
 
-from coursekit.cache import use_repo_compile_cache  # noqa: E402
-
+use_smoke_profile_for_tests()
 use_repo_compile_cache()
 
 

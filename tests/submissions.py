@@ -23,7 +23,17 @@ def _exercises() -> dict[str, tuple[Path, Path, dict]]:
     return found
 
 
+def _measured() -> dict[tuple[str, str], set[str]]:
+    """``{(exercise, wrong submission): speed checks it fails by measurement}``, from each ``MEASURED``."""
+    found = {}
+    for exercise in exercise_ids():
+        wrong = part(exercise, "submissions")
+        found.update({(exercise, name): ids for name, ids in getattr(wrong, "MEASURED", {}).items()})
+    return found
+
+
 EXERCISES = _exercises()
+MEASURED = _measured()  # these speed checks run in the timing pass, alone
 SOLUTION_01, EXERCISE_01 = EXERCISES["ex01"][:2]  # the exercise the grader's own tests use as their subject
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from grader.context import Context
 from grader.registry import checks_for
-from tests.submissions import EXERCISES, ROOT, SOLUTION_01, variant
+from tests.submissions import EXERCISES, MEASURED, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
 # exercise 4's speed check times compiles (~25 s a run on CPU), exercise 6's captures (~15 s)
@@ -60,9 +60,11 @@ def test_unmodified_exercise_fails_every_check_with_a_teaching_message(grade, ex
 @pytest.mark.parametrize("exercise, name", WRONG, ids=[f"{ex}: {name}" for ex, name in WRONG])
 def test_wrong_submission_fails_exactly_the_right_checks(grade, tmp_path: Path, exercise: str, name: str) -> None:
     """Every correctness and structure check fails or passes exactly as expected. A speed check runs only
-    where it must fail (a wrong result caught while timing); elsewhere its outcome is a measurement."""
+    where it must fail by a wrong result caught while timing; elsewhere its outcome is a measurement, and one
+    that must fall short runs in the next test, alone."""
     solution, _, wrong = EXERCISES[exercise]
     edits, expected = wrong[name]
+    expected = expected - MEASURED.get((exercise, name), set())
     ids = [c.id for c in checks_for(exercise) if c.kind != "speed" or c.id in expected]
     results = grade(variant(solution, tmp_path / solution.name, edits), ids)
     failed = {cid for cid, r in results.items() if not r.passed}
@@ -73,6 +75,22 @@ def test_wrong_submission_fails_exactly_the_right_checks(grade, tmp_path: Path, 
     )
     for cid in expected:
         assert "grading process" not in results[cid].message
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("exercise, name", list(MEASURED), ids=[f"{ex}: {name}" for ex, name in MEASURED])
+def test_wrong_submission_falls_short_of_the_speed_it_must_not_reach(
+    grade, tmp_path: Path, exercise: str, name: str
+) -> None:
+    """A wrong submission whose values are right but whose speed is not: graded with nothing else running, its
+    speed checks measure a gain below what they require."""
+    solution, _, wrong = EXERCISES[exercise]
+    ctx = Context.create()
+    for cid, r in grade(
+        variant(solution, tmp_path / solution.name, wrong[name][0]), sorted(MEASURED[exercise, name])
+    ).items():
+        assert not r.passed and r.measured is not None, f"{cid}: {r.message}"
+        assert r.measured < ctx.required_speedup(cid), f"{cid}: {r.message}"
 
 
 def test_a_crash_and_a_hang_cost_only_their_own_checks(grade, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-import torch
 
 import coursekit.lessons
 from coursekit import get_profile
@@ -37,6 +36,19 @@ def test_every_lesson_has_its_notebooks_and_exercise_folder() -> None:
         lesson.module("givens")
 
 
+def test_a_lessons_sizes_name_the_same_things_on_every_profile() -> None:
+    from coursekit.profile import PROFILES
+
+    for lesson in lessons():
+        if not lesson.sizes:
+            continue
+        assert set(lesson.sizes) == set(PROFILES), f"{lesson.topic}/lesson.toml: one [sizes.<name>] per profile"
+        names = {profile: set(lesson.sizes_for(profile)) for profile in PROFILES}
+        assert len({frozenset(n) for n in names.values()}) == 1, f"{lesson.topic}/lesson.toml sizes differ: {names}"
+    with pytest.raises(KeyError, match=r"has no \[sizes.huge\]"):
+        next(lesson for lesson in lessons() if lesson.sizes).sizes_for("huge")
+
+
 def test_shared_code_never_names_a_lesson() -> None:
     topics = [lesson.topic for lesson in lessons()]
     for path in (ROOT / "coursekit").glob("*.py"):
@@ -45,8 +57,10 @@ def test_shared_code_never_names_a_lesson() -> None:
             assert f"coursekit.lessons.{topic}" not in text, f"{path.name} imports lesson {topic}: shared code must not"
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
+def _load(path: Path, name: str, package: bool = False) -> ModuleType:
+    """Import ``path`` as module ``name`` (a package, whose modules import each other, when ``package``)."""
+    search = [str(path.parent)] if package else None
+    spec = importlib.util.spec_from_file_location(name, path, submodule_search_locations=search)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -77,9 +91,12 @@ def test_a_new_lesson_is_one_copied_folder(new_lesson) -> None:
     assert found == (
         Lesson("new_topic", 99, "A new lesson", "99_new_lesson.ipynb", "99_new_lesson.ipynb", False, 0.0, 0.0),
     )
-    material = _load(tmp_path / "lessons" / "new_topic" / "material.py", "throwaway_material")
-    givens = _load(tmp_path / "lessons" / "new_topic" / "givens.py", "throwaway_givens")
-    assert torch.equal(material.example(givens.make_input()), givens.make_input() * 2)
+    package = _load(tmp_path / "lessons" / "new_topic" / "__init__.py", "throwaway_new_topic", package=True)
+    own_tests = importlib.import_module(f"{package.__name__}.test_lesson")
+    tests = [value for name, value in vars(own_tests).items() if name.startswith("test_")]
+    assert tests, "the template's test_lesson.py has tests"
+    for test in tests:  # the lesson's own tests run in the copy, importing its material and givens
+        test()
 
     contract = _load(tmp_path / "ex99" / "contract.py", "throwaway_contract")
     assert contract.NOTEBOOK == "99_new_lesson.ipynb" and [n.name for n in contract.NAMES] == ["double"]

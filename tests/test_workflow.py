@@ -244,6 +244,7 @@ def test_release_has_nbgrader_folders_and_a_kit_without_solutions_or_hidden_chec
         assert forbidden not in names
     assert not any(n.endswith(("/hidden.py", "/reference.py")) for n in names)
     assert not any(n.startswith(("solutions/", "tests/", "tools/", "grader/calibration")) for n in names)
+    assert not any(n.endswith(("/test_lesson.py", "/conftest.py")) for n in names), "the lessons' tests ship"
     _assert_no_leaks(_texts(kit), "kit")
 
 

@@ -235,6 +235,12 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def _kit_test(path: Path) -> bool:
+    """The lessons' own tests (``test_lesson.py``, ``conftest.py``) stay with the instructor: some import
+    hidden checks, and a learner's pytest should not collect them."""
+    return path.name.startswith("test_") or path.name == "conftest.py"
+
+
 def kit_files() -> tuple[dict[str, Path], list[str]]:
     """``{path in the kit: source file}`` for everything that ships, and warnings for the instructor."""
     from grader.exercises import exercise_ids
@@ -242,7 +248,7 @@ def kit_files() -> tuple[dict[str, Path], list[str]]:
     files: dict[str, Path] = {}
     warnings: list[str] = []
     for path in sorted((ROOT / "coursekit").rglob("*")):
-        if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+        if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts and not _kit_test(path):
             files[path.relative_to(ROOT).as_posix()] = path
     grader = ROOT / "grader"
     for name in PUBLIC_GRADER:

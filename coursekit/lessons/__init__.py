@@ -3,14 +3,15 @@
 A lesson's folder (``coursekit/lessons/<topic>/``) holds everything that is that lesson's own: ``material.py``
 (what the lesson notebook runs), ``bench.py`` (its recorded figures: ``run(profile, args) -> dict``,
 ``print_table``, ``markdown_table``), ``charts.py`` where it draws its own, and ``givens.py`` (the code its
-exercise hands the learner). Its manifest names the lesson and its notebooks. Nothing outside the folder lists
+exercise hands the learner). Its manifest names the lesson and its notebooks, and holds its problem sizes per
+profile (``[sizes.full]``, ``[sizes.smoke]``): :meth:`Lesson.sizes_for`. Nothing outside the folder lists
 lessons: the bench CLI, the tests and the tools ask :func:`lessons`.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +34,7 @@ class Lesson:
     bench: bool  # has a bench.py that `make bench` runs
     test_minutes: float  # what its slow tests cost on 2 CPU cores (smoke profile), for scheduling
     full_memory_gib: float  # GPU memory its full profile needs (coursekit.memory; 0: no sizes.py)
+    sizes: dict = field(default_factory=dict, compare=False)  # {profile name: {size: value}}, from [sizes.<name>]
 
     @property
     def id(self) -> str:
@@ -43,6 +45,12 @@ class Lesson:
     def package(self) -> str:
         return f"{__name__}.{self.topic}"
 
+    def sizes_for(self, profile: str) -> dict:
+        """This lesson's own problem sizes on ``profile`` (``full``, ``smoke``): its manifest's ``[sizes.<name>]``."""
+        if profile not in self.sizes:
+            raise KeyError(f"{self.topic}/lesson.toml has no [sizes.{profile}]; it has {sorted(self.sizes)}")
+        return self.sizes[profile]
+
     def module(self, name: str) -> ModuleType:
         """Import this lesson's ``name`` module (``material``, ``bench``, ``givens``, ...)."""
         return importlib.import_module(f"{self.package}.{name}")
@@ -50,8 +58,9 @@ class Lesson:
 
 def _load(folder: Path) -> Lesson:
     data = tomllib.loads((folder / "lesson.toml").read_text())
-    fields = set(Lesson.__dataclass_fields__) - {"topic"}
-    missing, extra = fields - set(data), set(data) - fields
+    known = {f.name for f in fields(Lesson)} - {"topic"}
+    required = {f.name for f in fields(Lesson) if f.default is MISSING and f.default_factory is MISSING} - {"topic"}
+    missing, extra = required - set(data), set(data) - known
     if missing or extra:
         raise ValueError(f"{folder / 'lesson.toml'}: missing {sorted(missing)}, unknown {sorted(extra)}")
     return Lesson(topic=folder.name, **data)

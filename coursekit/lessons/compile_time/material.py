@@ -27,16 +27,17 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from coursekit.models import image_batch, make_vit
-from coursekit.profile import Profile, ViTShape, apply_threads, get_profile
+from coursekit.lessons import lesson
+from coursekit.models import ViTShape, image_batch, make_vit
+from coursekit.profile import Profile, apply_threads, get_profile
 from coursekit.timing import synchronize
 
 HOWS = ("whole", "regional")
 
 
 def lesson_shape(profile: Profile) -> ViTShape:
-    """The lesson's ViT: the profile's student (ViT-B/16 on ``full``), at least 8 blocks deep."""
-    return replace(profile.student, depth=max(profile.student.depth, 8))
+    """The lesson's ViT on ``profile`` (ViT-B/16 on ``full``), from its manifest's ``[sizes.<profile>]``."""
+    return ViTShape(**lesson("compile_time").sizes_for(profile.name)["vit"])
 
 
 def compile_model(model: nn.Module, how: str, backend: object = "inductor") -> nn.Module:

@@ -22,6 +22,7 @@ cache is left alone and its hits are counted per row (a hit makes a compile much
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ from torch._dynamo.utils import counters
 from tqdm import tqdm
 
 from coursekit.cache import CACHE_ENV, repo_root, use_repo_compile_cache
+from coursekit.lessons.distillation.givens import shapes
 from coursekit.lessons.distillation.material import VARIANTS, StepTimes, build, classifier_step, image_batch, measure
 from coursekit.profile import DEVICE_ENV, PROFILE_ENV, Profile, apply_threads
 from coursekit.results import doc_header, duration, machine_label
@@ -343,7 +345,7 @@ def probe_isolated(
 
 def results_doc(profile: Profile, result: dict) -> dict:
     """The JSON document: ``coursekit.results``' header plus the measurement."""
-    return {**doc_header(profile, LESSON), **result}
+    return {**doc_header(profile, LESSON), "sizes": dataclasses.asdict(shapes(profile)), **result}
 
 
 def measure_lesson3(profile: Profile, progress: bool = True, probes: bool = True) -> dict:
@@ -439,10 +441,11 @@ TABLE_HEAD = [
 def markdown_table(doc: dict) -> str:
     """Markdown tables (classifier, distillation, modes, teacher modes), headed by the device they were measured on."""
     p = doc["profile"]
+    vits = doc.get("sizes", p)  # documents written before the sizes moved to the manifest kept them in the profile
     lines = [
         f"Measured on **{machine_label(doc)}**, profile `{p['name']}`, torch {doc['torch']}, {doc['created']}. "
         f"ViT batch {p['vit_batch']} of {p['vit_image']}x{p['vit_image']} images; student depth "
-        f"{p['student']['depth']}, teacher depth {p['teacher']['depth']} (width {p['teacher']['dim']}). "
+        f"{vits['student']['depth']}, teacher depth {vits['teacher']['depth']} (width {vits['teacher']['dim']}). "
         "Step: forward, loss, backward, optimiser; median [q1-q3] ms. A compiled step is timed interleaved with the "
         "eager step of the same dtype (`coursekit.timing.compare`): its step time, eager's in the same trials, and "
         "the speedup (median of per-trial ratios [IQR], with the verdict); an eager row's time is measured on its own. "

@@ -7,10 +7,13 @@ the models here, so edits in a learner's notebook cannot change what is graded.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from coursekit.models import image_batch, make_vit
+from coursekit.lessons import lesson
+from coursekit.models import ViTShape, image_batch, make_vit
 from coursekit.profile import Profile
 
 TEMPERATURE = 4.0  # softens both distributions; the soft term is scaled by TEMPERATURE ** 2
@@ -19,17 +22,33 @@ LEARNING_RATE = 1e-3
 STUDENT_SEED = 0
 TEACHER_SEED = 1
 
-__all__ = ["ALPHA", "TEMPERATURE", "batch", "make_optimizer", "make_student", "make_teacher"]
+__all__ = ["ALPHA", "TEMPERATURE", "batch", "make_optimizer", "make_student", "make_teacher", "shapes"]
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Lesson 3's ViTs on one profile, from its manifest (``lesson.toml``, ``[sizes.<profile>]``)."""
+
+    student: ViTShape  # the lesson's student (ViT-B/16 on full)
+    teacher: ViTShape  # the lesson's frozen, deeper teacher
+    kd_student: ViTShape  # exercise 3's student and teacher differ in depth and width
+    kd_teacher: ViTShape
+
+
+def shapes(profile: Profile) -> Shapes:
+    """The lesson's and the exercise's ViT sizes on ``profile``."""
+    sizes = lesson("distillation").sizes_for(profile.name)
+    return Shapes(**{name: ViTShape(**size) for name, size in sizes.items()})
 
 
 def make_student(profile: Profile, seed: int = STUDENT_SEED) -> nn.Module:
-    """The student: a small timm ``VisionTransformer`` (``profile.kd_student``), in train mode."""
-    return make_vit(profile, profile.kd_student, seed).train()
+    """The student: a small timm ``VisionTransformer`` (``shapes(profile).kd_student``), in train mode."""
+    return make_vit(profile, shapes(profile).kd_student, seed).train()
 
 
 def make_teacher(profile: Profile, seed: int = TEACHER_SEED) -> nn.Module:
-    """The teacher: a deeper, wider ViT (``profile.kd_teacher``). Fresh from timm: not frozen yet."""
-    return make_vit(profile, profile.kd_teacher, seed)
+    """The teacher: a deeper, wider ViT (``shapes(profile).kd_teacher``). Fresh from timm: not frozen yet."""
+    return make_vit(profile, shapes(profile).kd_teacher, seed)
 
 
 def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:

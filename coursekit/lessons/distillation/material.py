@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from coursekit.lessons.distillation.givens import shapes  # noqa: F401 - the notebook imports it from here
 from coursekit.models import Batch, image_batch, make_vit  # noqa: F401 - the lesson's names for them
 from coursekit.profile import Profile
 from coursekit.timing import Timing, synchronize, time_per_call
@@ -109,8 +110,8 @@ def build(
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {list(VARIANTS)}")
-    student = make_vit(profile, profile.student, seed)
-    teacher = make_vit(profile, profile.teacher, seed + 1)
+    student = make_vit(profile, shapes(profile).student, seed)
+    teacher = make_vit(profile, shapes(profile).teacher, seed + 1)
     model = SuperModel(student, teacher, teacher_mode).train()
     optimizer = torch.optim.AdamW(plain_student(model).parameters(), lr=1e-4)
 
@@ -144,7 +145,7 @@ def classifier_step(
     profile: Profile, *, compiled: bool, amp: bool, mode: str | None = None, seed: int = 0
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The article's first experiment: a plain ViT classifier trained with cross-entropy and Adam."""
-    model = make_vit(profile, profile.student, seed).train()
+    model = make_vit(profile, shapes(profile).student, seed).train()
     optimizer = torch.optim.Adam(model.parameters())
     forward = torch.compile(model, mode=mode) if compiled else model
 

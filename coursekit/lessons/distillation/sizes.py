@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit.lessons.distillation.givens import make_student, make_teacher
+from coursekit.lessons.distillation.givens import make_student, make_teacher, shapes
 from coursekit.lessons.distillation.material import SuperModel, freeze, plain_student
 from coursekit.memory import Case
 from coursekit.models import image_batch, make_vit
@@ -19,7 +19,7 @@ from coursekit.profile import Profile
 
 def _classifier(profile: Profile):
     images, labels = image_batch(profile, seed=0)
-    model = make_vit(profile, profile.student).train()
+    model = make_vit(profile, shapes(profile).student).train()
     return model, (images,), lambda logits: F.cross_entropy(logits, labels)
 
 
@@ -37,7 +37,10 @@ class NoSafeguards(nn.Module):
 def _distill(safeguards: bool):
     def build(profile: Profile):
         images, _ = image_batch(profile, seed=0)
-        student, teacher = make_vit(profile, profile.student), make_vit(profile, profile.teacher, seed=1)
+        student, teacher = (
+            make_vit(profile, shapes(profile).student),
+            make_vit(profile, shapes(profile).teacher, seed=1),
+        )
         model = SuperModel(student, teacher) if safeguards else NoSafeguards(student, teacher)
         return model.train(), (images,), lambda loss: loss
 

@@ -37,3 +37,7 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
 BASELINE: dict[str, str] = {
     "    for block in model.blocks:\n        block.compile(backend=backend)\n": "    model.compile(backend=backend)\n"
 }
+
+# The speed checks a wrong submission above fails by measurement, not by a wrong value: the kit's tests grade
+# them for it alone, with nothing else running (`pytest -m timing`), as they grade the reference's.
+MEASURED: dict[str, set[str]] = {"the whole model compiled in place": {"ex06.regional.compile_time"}}

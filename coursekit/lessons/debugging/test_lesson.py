@@ -19,6 +19,7 @@ import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 from torch._inductor import decomposition, lowering
 
+from coursekit.lessons import ROOT
 from coursekit.lessons.debugging.givens import EXERCISE_BUGS, exercise_bugs, make_input, make_model
 from coursekit.lessons.debugging.material import (
     KINDS,
@@ -36,10 +37,9 @@ from coursekit.lessons.debugging.material import (
     reset_bisector,
     run_python,
 )
+from coursekit.versions import torch_before
 from grader.exercises.ex05.hidden import drawn, hidden_cases
 from grader.exercises.ex05.probes import DECOMPOSED, LOWERED, subject
-from tests.submissions import ROOT
-from tests.versions import BEFORE_2_14
 
 aten = torch.ops.aten
 LESSON_OPS = {"decomposition": {"gelu"}, "lowering": {"tanh", "rsqrt"}}
@@ -248,7 +248,7 @@ def test_inference_mode_teacher_breaks_the_process_and_restore_dispatch_state_re
     statuses, error, left, broken = proc.stdout.strip().splitlines()[-1].split("|")
     assert statuses == "['ok', 'crash', 'crash']"
     # torch 2.14 names the cause; torch 2.11 crashes on the same trace with a RuntimeError about a weakref
-    assert "inference tensor" in error or (BEFORE_2_14 and error.startswith("BackendCompilerFailed")), error
+    assert "inference tensor" in error or (torch_before(2, 14) and error.startswith("BackendCompilerFailed")), error
     assert "+PythonDispatcher" in left and broken == "True"
 
 

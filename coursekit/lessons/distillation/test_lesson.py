@@ -18,6 +18,7 @@ from coursekit import bench as bench_cli
 from coursekit import results
 from coursekit.lessons.distillation import bench as bench03
 from coursekit.lessons.distillation.charts import compile_cost_chart, step_time_chart
+from coursekit.lessons.distillation.givens import shapes
 from coursekit.lessons.distillation.material import (
     VARIANTS,
     StepTimes,
@@ -31,7 +32,7 @@ from coursekit.lessons.distillation.material import (
 )
 from coursekit.profile import get_profile
 from coursekit.timing import Timing
-from tests.versions import BEFORE_2_14
+from coursekit.versions import torch_before
 
 SMOKE = get_profile("smoke", "cpu")
 TINY = dataclasses.replace(SMOKE, warmup=1, trials=2, min_sample_s=0.001)
@@ -52,7 +53,7 @@ def dynamo_only(monkeypatch):
 
 
 def super_model(seed: int = 0) -> SuperModel:
-    return SuperModel(make_vit(SMOKE, SMOKE.student, seed), make_vit(SMOKE, SMOKE.teacher, seed + 1))
+    return SuperModel(make_vit(SMOKE, shapes(SMOKE).student, seed), make_vit(SMOKE, shapes(SMOKE).teacher, seed + 1))
 
 
 def test_plain_student_unwraps_a_compiled_super_model() -> None:
@@ -63,7 +64,7 @@ def test_plain_student_unwraps_a_compiled_super_model() -> None:
     student = plain_student(compiled)
     assert student is model.student and plain_student(model) is model.student and plain_student(student) is student
     assert not any("_orig_mod" in k or k.startswith(("loss.", "student.")) for k in student.state_dict())
-    fresh = make_vit(SMOKE, SMOKE.student, seed=7)
+    fresh = make_vit(SMOKE, shapes(SMOKE).student, seed=7)
     fresh.load_state_dict(student.state_dict())  # strict: same keys as a plain VisionTransformer
     images, _ = image_batch(SMOKE, 0)
     with torch.no_grad():
@@ -79,7 +80,7 @@ def test_train_keeps_the_teacher_in_eval_mode() -> None:
 
 
 def test_freeze_turns_off_gradients_and_training() -> None:
-    teacher = freeze(make_vit(SMOKE, SMOKE.teacher))
+    teacher = freeze(make_vit(SMOKE, shapes(SMOKE).teacher))
     assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())
     with pytest.raises(ValueError, match="teacher mode"):
         teacher_context("no_grad_please")
@@ -111,7 +112,7 @@ def test_an_inference_mode_teacher_breaks_backward() -> None:
 
 def test_inference_mode_recompiles_a_compiled_teacher() -> None:
     counter = CompileCounter()
-    teacher = torch.compile(freeze(make_vit(SMOKE, SMOKE.teacher)), backend=counter)
+    teacher = torch.compile(freeze(make_vit(SMOKE, shapes(SMOKE).teacher)), backend=counter)
     images, _ = image_batch(SMOKE, 0)
     with torch.no_grad():
         teacher(images)
@@ -260,7 +261,7 @@ def test_compiled_inference_mode_teacher_fails_in_a_child_process() -> None:
     for probe in probes:
         assert not probe["ok"] and probe["outcome"].startswith("BackendCompilerFailed"), probe
         # torch 2.14 names the cause; torch 2.11 fails on the same trace with a RuntimeError about a weakref
-        assert "inference tensor" in probe["outcome"] or BEFORE_2_14, probe["outcome"]
+        assert "inference tensor" in probe["outcome"] or torch_before(2, 14), probe["outcome"]
         assert probe["healthy_after"] in (True, False)  # False on torch 2.14.1: why each probe gets a fresh process
 
 
