@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(grades, profile, ctx.describe_thresholds())
     report["threshold_sources"] = threshold_sources(report, ctx)
     print_table(report)
-    print(f"thresholds: {report['thresholds']}")
+    if any(c["kind"] == "speed" for c in report["checks"]):
+        print(f"thresholds: {report['thresholds']}")
     target = args.report or Path("reports") / f"{args.path.stem or 'submission'}.json"
     for written in write_reports(report, target):
         print(f"wrote {written}")

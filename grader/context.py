@@ -126,6 +126,8 @@ class Context:
 
     def describe_thresholds(self) -> str:
         """One line for reports: which thresholds were used, and for which checks."""
+        if not THRESHOLDS_FILE.is_file():  # the learner kit: no timed checks, so no thresholds
+            return "none (this copy of the grader has no timed checks)"
         defaults = f"{THRESHOLDS_FILE.name} [{self.profile.device_class}]"
         if self.calibration is None:
             why = f"; {self.calibration_note}" if self.calibration_note else ""

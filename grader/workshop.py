@@ -4,7 +4,8 @@ Checks one exercise quickly (every check but the timed ones, unless ``--full``),
 prints its table, then a progress table of all exercises: how many tasks are
 written (solution cells without ``raise NotImplementedError()``) and the last
 check's points.  Results are kept in ``reports/workshop.json``, so the table
-shows every exercise checked so far.
+shows every exercise checked so far; an exercise checked from a notebook path
+(``make check EX=path/to/01_x.ipynb``) is shown from that notebook afterwards.
 """
 
 from __future__ import annotations
@@ -79,9 +80,10 @@ def progress_table(folder: Path, state: dict) -> Table:
     for col in ("exercise", "notebook", "tasks written", "last check", "checks passed", "checked"):
         table.add_column(col)
     for ex, name in NOTEBOOKS.items():
-        notebook = folder / name
-        done, total = tasks(notebook) if notebook.is_file() else (0, 0)
         entry = state.get(ex)
+        checked = Path(entry["notebook"]) if entry and entry.get("notebook") else None
+        notebook = checked if checked is not None and checked.is_file() else folder / name
+        done, total = tasks(notebook) if notebook.is_file() else (0, 0)
         if not checks_for(ex):
             last, passed, when = "no checks in this kit", "-", "-"
         elif entry:
@@ -92,7 +94,8 @@ def progress_table(folder: Path, state: dict) -> Table:
             last, passed, when = "not checked yet", "-", "-"
         written = f"{done} / {total}" if notebook.is_file() else "notebook not found"
         style = "green" if entry and entry["passed"] == entry["checks"] else None
-        table.add_row(ex.removeprefix("ex"), name, written, last, passed, when, style=style)
+        shown = name if notebook == folder / name else str(notebook)
+        table.add_row(ex.removeprefix("ex"), shown, written, last, passed, when, style=style)
     return table
 
 
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             "checks": len(grade.results),
             "passed": sum(r.passed for r in grade.results),
             "full": args.full,
+            "notebook": str(notebook.resolve()) if notebook != args.folder / NOTEBOOKS[ex] else None,
             "when": datetime.now(timezone.utc).astimezone().strftime("%H:%M:%S"),
         }
         _save_state(state)

@@ -255,12 +255,22 @@ def test_the_unpacked_kit_runs_its_public_checks_in_workshop_mode(flow, tmp_path
     probe = _run([sys.executable, "-c", "import grader.registry as r; print(sorted(r.load_all()))"], flow["env"], kit)
     shipped = {cid for cid, c in load_all().items() if c.public}
     assert eval(probe.stdout) == sorted(shipped)  # noqa: S307 - our own printed list
-    nbformat.write(LEARNERS["alice"][0], kit / "exercises" / "02_graph_breaks.ipynb")
-    proc = _run([sys.executable, "-m", "grader", "check", "02", "--no-progress"], flow["env"], kit)
+    mine = kit / "mine" / "02_graph_breaks.ipynb"  # checked by path: the progress table follows that notebook
+    mine.parent.mkdir()
+    nbformat.write(LEARNERS["alice"][0], mine)
+    proc = _run([sys.executable, "-m", "grader", "check", str(mine), "--no-progress"], flow["env"], kit)
     assert "6 / 6 points" in proc.stdout and "Your progress" in proc.stdout, proc.stdout
     assert "ex02.scorer.gradients" not in proc.stdout
     state = json.loads((kit / "reports" / "workshop.json").read_text())
     assert state["ex02"]["score"] == 6 and state["ex02"]["passed"] == state["ex02"]["checks"] == 3
+    assert state["ex02"]["notebook"] == str(mine.resolve()) and "mine/02_graph_breaks.ipynb" in proc.stdout
+    makefile, readme = (kit / "Makefile").read_text(), (kit / "README.md").read_text()
+    assert "$(if $(FULL),--full)" in makefile and "EX=path" in readme and "notebooks/00_" in readme
+    for notebook in (kit / "exercises").glob("*.ipynb"):
+        text = notebook.read_text()
+        assert "Generated file" not in text and "make exercises" not in text and "Your copy of this exercise" in text
+        assert "hidden checks included;" not in text or "in the learner kit, the public ones" in text
+    assert "nbgrader" not in (kit / "requirements.txt").read_text(), "nbgrader's instructor extensions would load"
 
 
 def test_calibration_writes_a_file_for_this_device_that_grading_then_uses(flow, profile) -> None:

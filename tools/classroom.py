@@ -40,7 +40,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.make_exercises import SOLUTIONS, generate_assignment, nbgrader_env
+from tools.make_exercises import KIT_HEADER, SOLUTIONS, generate_assignment, nbgrader_env
 
 TOOLS = Path(__file__).resolve().parent
 ROOT = TOOLS.parent
@@ -117,13 +117,19 @@ Lessons (`notebooks/`), exercises (`exercises/`) and the public checks of the co
 
 ```bash
 make setup      # a .venv with the pinned packages (torch, JupyterLab, ...) and this kit
-make lab        # open JupyterLab; start with notebooks/01_...ipynb
+make lab        # open JupyterLab; start with notebooks/00_orientation.ipynb
 make check EX=01   # workshop mode: check exercise 1 quickly, and see your progress on all of them
 ```
 
+`make setup` installs torch with its CUDA libraries (about 5 GB; they run on a CPU too) and takes a few
+minutes. `make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then
+follows it); `make check EX=01 FULL=1` adds the timed checks; `make grade` runs every check in this kit on
+`exercises/`.
+
 In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
-piece at once; the hidden checks run when your work is graded. The grader runs only your definitions
-(imports, `def`, `class`, UPPER_CASE constants), never your demo cells.
+piece at once; the hidden checks are not in this kit: they run when your instructor grades your work. The
+grader runs only your definitions (imports, `def`, `class`, UPPER_CASE constants), never your demo cells:
+a constant the grader needs must be named in UPPER_CASE.
 
 If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place so the first
 `torch.compile` of each lesson starts warm.
@@ -143,15 +149,15 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 setup:  ## create .venv with the pinned dependencies and this kit
 \t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 \t$(BIN)/python -m pip install --quiet --upgrade pip
-\t@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"
+\t@echo "installing torch, torchvision, timm, JupyterLab and the rest of requirements.txt: torch brings its"
 \t@echo "CUDA libraries (about 5 GB, a few minutes, quiet until done; they run on a CPU too)"
 \t$(BIN)/python -m pip install --quiet -r requirements.txt -e .
 
 lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
 \t$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-check:  ## check one exercise quickly (EX=01) and show a progress table of all of them
-\t$(BIN)/python -m grader check $(EX)
+check:  ## check one exercise quickly (EX=01 or EX=path/to/notebook.ipynb; FULL=1 adds the timed checks)
+\t$(BIN)/python -m grader check $(EX) $(if $(FULL),--full)
 
 grade:  ## run every public check on exercises/
 \t$(BIN)/python -m grader exercises --report reports/exercises.json
@@ -463,7 +469,7 @@ def release(course: Path, caches: list[Path]) -> Path:
     url = db_url(course)
     released = []
     for solution in sorted(SOLUTIONS.glob("[0-9][0-9]_*.ipynb")):
-        released.append(generate_assignment(course, solution, url))
+        released.append(generate_assignment(course, solution, url, KIT_HEADER))
         print(f"released {released[-1].relative_to(course)}")
     stage, archive, warnings = build_kit(course, released, caches)
     for warning in warnings:

@@ -31,25 +31,32 @@ HEADER = """\
 > exercise itself, edit `solutions/{name}` and run `make exercises`.
 """
 
+# what the learner kit's copy says instead (`make release`): the kit has no solutions/ and no `make exercises`
+KIT_HEADER = """\
+> **Your copy of this exercise.** Replace every `raise NotImplementedError()`, run the public check cells as
+> you go, and `make check EX={number}` for a quick table. Your instructor grades it, hidden checks included.
+"""
 
-def _header(path: Path, name: str) -> None:
-    cell = nbformat.v4.new_markdown_cell(HEADER.format(name=name))
+
+def _header(path: Path, name: str, text: str = HEADER) -> None:
+    cell = nbformat.v4.new_markdown_cell(text.format(name=name, number=name[:2]))
     cell.id = "generated-header"  # fixed, so regenerating is byte-for-byte repeatable
     nb = nbformat.v4.new_notebook(cells=[cell])
     nbformat.write(nb, path)
 
 
-def generate_assignment(course: Path, solution: Path, db_url: str | None = None) -> Path:
+def generate_assignment(course: Path, solution: Path, db_url: str | None = None, header: str = HEADER) -> Path:
     """Run nbgrader's ``generate_assignment`` for one solution notebook in the course folder ``course``.
 
     The assignment is ``exNN`` (from the ``NN_`` prefix); nbgrader records it in the gradebook
     (``db_url``, default ``course/gradebook.db``) and writes ``course/release/exNN/<name>``, which is returned.
+    ``header`` opens the notebook: the repository's generated-file note, or the learner kit's ``KIT_HEADER``.
     """
     assignment = f"ex{solution.name[:2]}"
     (course / "source" / assignment).mkdir(parents=True, exist_ok=True)
     shutil.copy(solution, course / "source" / assignment / solution.name)
-    header = course / f"header-{assignment}.ipynb"
-    _header(header, solution.name)
+    header_notebook = course / f"header-{assignment}.ipynb"
+    _header(header_notebook, solution.name, header)
     db_url = db_url or f"sqlite:///{course / 'gradebook.db'}"
     cmd = [
         sys.executable,
@@ -61,7 +68,7 @@ def generate_assignment(course: Path, solution: Path, db_url: str | None = None)
         "--quiet",
         f"--CourseDirectory.root={course}",
         f"--db={db_url}",
-        f"--IncludeHeaderFooter.header={header}",
+        f"--IncludeHeaderFooter.header={header_notebook}",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=course, env=nbgrader_env())
     if proc.returncode:

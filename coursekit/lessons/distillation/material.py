@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit.lessons.distillation.givens import shapes  # noqa: F401 - the notebook imports it from here
+from coursekit.lessons.distillation.givens import Shapes, shapes
 from coursekit.models import Batch, image_batch, make_vit  # noqa: F401 - the lesson's names for them
 from coursekit.profile import Profile
 from coursekit.timing import Timing, synchronize, time_per_call
@@ -101,17 +101,20 @@ def build(
     mode: str | None = None,
     teacher_mode: str = "no_grad",
     seed: int = 0,
+    vits: Shapes | None = None,
 ) -> Setup:
     """The distillation training step for ``variant`` (see ``VARIANTS``).
 
     ``amp`` runs the forward under bf16 autocast; ``mode`` is passed to
     ``torch.compile`` (``None`` = default).  Every variant starts from the same
     weights (``seed``) and the optimiser sees only the student's parameters.
+    ``vits`` overrides the profile's model sizes (the lesson's tests use tiny ones).
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {list(VARIANTS)}")
-    student = make_vit(profile, shapes(profile).student, seed)
-    teacher = make_vit(profile, shapes(profile).teacher, seed + 1)
+    vits = vits or shapes(profile)
+    student = make_vit(profile, vits.student, seed)
+    teacher = make_vit(profile, vits.teacher, seed + 1)
     model = SuperModel(student, teacher, teacher_mode).train()
     optimizer = torch.optim.AdamW(plain_student(model).parameters(), lr=1e-4)
 
