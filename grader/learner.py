@@ -199,6 +199,12 @@ def explain(error: dict[str, Any], contract: str, problems: list[str], probe: st
             "limit. A huge allocation, or tensors kept alive in a list?"
         )
     failure = Unsettled if error.get("torch") else LearnerFailure
+    if etype == "NameError":  # it worked in the notebook: a value the grader's loader does not run
+        first += (
+            ". The grader runs only your notebook's imports, `def` and `class` statements and UPPER_CASE constants, "
+            "never other cells: a name assigned in lower case (or made in a demo cell) is not there when it grades. "
+            "Name the constant in UPPER_CASE, or compute it inside your function"
+        )
     return failure(f"your code raised {etype}: {first}{where}")
 
 

@@ -10,6 +10,7 @@ pytest, workshop mode and ``make autograde`` all run checks from this registry, 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any, Literal
 
 Kind = Literal["correctness", "structure", "speed"]
 KINDS: tuple[str, ...] = ("correctness", "structure", "speed")
+INSTRUCTOR_INDEX = "instructor_checks.json"  # the learner kit's list of the checks it does not hold
+EXERCISES_DIR = Path(__file__).resolve().parent / "exercises"
 
 
 @dataclass(frozen=True)
@@ -123,3 +126,26 @@ def get(check_id: str) -> Check:
 def exercises() -> list[str]:
     """Exercise ids that have checks, sorted."""
     return sorted({c.exercise for c in load_all().values()})
+
+
+def instructor_only(exercise: str) -> list[dict[str, Any]]:
+    """In the learner kit, the exercise's checks that only the instructor's grading runs: ``id``, ``kind``,
+    ``points`` and ``what`` (the check's one-line description), from ``grader/exercises/<exercise>/``
+    ``instructor_checks.json``, which ``make release`` writes. Empty where this copy holds the checks themselves."""
+    path = EXERCISES_DIR / exercise / INSTRUCTOR_INDEX
+    if not path.is_file():
+        return []
+    held = {c.id for c in load_all().values()}
+    return [c for c in json.loads(path.read_text())["checks"] if c["id"] not in held]
+
+
+def instructor_index(exercise: str) -> dict[str, Any]:
+    """What ``make release`` writes as ``instructor_checks.json`` for ``exercise``: its hidden checks, described."""
+    hidden = [c for c in checks_for(exercise) if not c.public]
+    return {
+        "generated": "by `make release` (tools/classroom.py) from the grader's hidden checks; do not edit",
+        "checks": [
+            {"id": c.id, "kind": c.kind, "points": c.points, "what": (c.fn.__doc__ or "").strip().split("\n")[0]}
+            for c in hidden
+        ],
+    }

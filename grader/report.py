@@ -10,9 +10,11 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from coursekit.profile import Profile
+from grader.registry import instructor_only
 from grader.runner import NotebookGrade
 
 
@@ -57,9 +59,13 @@ def print_table(report: dict, console: Console | None = None) -> None:
         console = Console()
         if not console.is_terminal:  # logs and CI: wide enough that ids never wrap
             console = Console(width=160)
+    exercises = sorted({c["exercise"] for c in report["checks"]})
+    elsewhere = [c for ex in exercises for c in instructor_only(ex)]  # the learner kit's hidden checks
+    more = sum(c["points"] for c in elsewhere)
     table = Table(
-        title=f"{report['score']:g} / {report['max_score']} points  "
-        f"({report['device_name']}, profile {report['profile']}, torch {report['torch']})"
+        title=f"{report['score']:g} / {report['max_score']} points"
+        + (f" from the checks in this kit ({more} more from your instructor's grading)" if elsewhere else "")
+        + f"  ({report['device_name']}, profile {report['profile']}, torch {report['torch']})"
     )
     for col in ("check", "kind", "points", "result", "measured", "required", "message"):
         table.add_column(col, overflow="fold", no_wrap=col == "check", max_width=80 if col == "message" else None)
@@ -73,6 +79,14 @@ def print_table(report: dict, console: Console | None = None) -> None:
             _fmt(c["required"], c["kind"]),
             c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else ""),
         )
+    for c in elsewhere:
+        timed = (
+            " Timed against the grader's own baseline, with your device class's threshold."
+            if c["kind"] == "speed"
+            else ""
+        )
+        what = escape(c["what"]) + timed
+        table.add_row(c["id"], c["kind"], f"-/{c['points']}", "[dim]graded by your instructor[/]", "", "", what)
     console.print(table)
     sandbox = report.get("sandbox", "")
     console.print(f"[bold red]{sandbox}[/]" if sandbox.startswith("NO SANDBOX") else f"[dim]{sandbox}[/]")

@@ -94,7 +94,7 @@ def progress_table(folder: Path, state: dict) -> Table:
             last, passed, when = "not checked yet", "-", "-"
         written = f"{done} / {total}" if notebook.is_file() else "notebook not found"
         style = "green" if entry and entry["passed"] == entry["checks"] else None
-        shown = name if notebook == folder / name else str(notebook)
+        shown = name if notebook == folder / name else os.path.relpath(notebook)  # checked by path: that notebook
         table.add_row(ex.removeprefix("ex"), shown, written, last, passed, when, style=style)
     return table
 

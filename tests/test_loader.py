@@ -66,3 +66,14 @@ def test_loads_a_real_notebook_file(tmp_path: Path) -> None:
     path = tmp_path / "01_x.ipynb"
     path.write_text(json.dumps(nb))
     assert load_notebook(path).namespace["f"]() == 42
+
+
+def test_a_name_error_says_what_the_grader_runs() -> None:
+    """It worked in the notebook: a lower-case constant the loader does not run. The message says why."""
+    failure = explain(
+        {"kind": "exception", "type": "NameError", "message": "name 'buckets' is not defined"},
+        contract("ex04", "collate"),
+        [],
+        "ex04.collate",
+    )
+    assert "name 'buckets' is not defined" in str(failure) and "UPPER_CASE" in str(failure)

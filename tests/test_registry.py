@@ -54,3 +54,33 @@ def test_every_speed_check_has_a_threshold_for_each_device_class() -> None:
                         f"{cid} on {device_class}: threshold {entry['required']} asks for more than half the "
                         f"gain the reference solution measured ({entry['reference']})"
                     )
+
+
+def test_the_learner_kit_lists_the_checks_it_does_not_hold(tmp_path, monkeypatch) -> None:
+    """`make release` writes each exercise's hidden checks as a list; the kit's tables show them as graded by the
+    instructor and count their points apart (here: one check this copy holds, one it does not)."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from grader import registry
+    from grader.report import print_table
+
+    index = registry.instructor_index("ex02")
+    assert index["checks"] and all(c["what"] and not c["what"].startswith('"') for c in index["checks"])
+    index["checks"].append({"id": "ex02.kit.only", "kind": "speed", "points": 3, "what": "logits [N, C] only"})
+    (tmp_path / "ex02").mkdir()
+    (tmp_path / "ex02" / registry.INSTRUCTOR_INDEX).write_text(json.dumps(index))
+    monkeypatch.setattr(registry, "EXERCISES_DIR", tmp_path)
+    assert [c["id"] for c in registry.instructor_only("ex02")] == ["ex02.kit.only"]  # held checks are not listed
+    report = {
+        "score": 2, "max_score": 2, "device_name": "cpu", "profile": "smoke", "torch": "x", "notebooks": [],
+        "checks": [{"id": "ex02.calibrate.opcheck", "exercise": "ex02", "kind": "structure", "points": 2,
+                    "max_points": 2, "passed": True, "measured": None, "required": None, "message": "ok"}],
+    }  # fmt: skip
+    out = io.StringIO()
+    print_table(report, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "(3 more from your instructor's grading)" in text and "graded by your instructor" in text
+    assert "logits [N, C] only" in text and "Timed against the grader's own baseline" in text

@@ -191,8 +191,12 @@ def _leak_probes() -> tuple[set[str], dict[str, set[str]]]:
     hidden = {}
     for cid, check in load_all().items():
         if not check.public:
-            doc = check.fn.__doc__ or ""  # the title is shown to learners on purpose; the code must not be
-            lines = {s.strip() for s in inspect.getsource(check.fn).splitlines() if s.strip().strip('"') not in doc}
+            doc = check.fn.__doc__ or ""  # the id and title are shown to learners on purpose; the code must not be
+            lines = {
+                s.strip()
+                for s in inspect.getsource(check.fn).splitlines()
+                if s.strip().strip('"') not in doc and s.strip().strip('",') != cid
+            }
             hidden[cid] = {f"def {check.fn.__name__}("} | {s for s in lines if len(s) >= 16 and unseen(s)}
     return solution, hidden
 
@@ -244,7 +248,8 @@ def test_release_has_nbgrader_folders_and_a_kit_without_solutions_or_hidden_chec
         assert forbidden not in names
     assert not any(n.endswith(("/hidden.py", "/reference.py")) for n in names)
     assert not any(n.startswith(("solutions/", "tests/", "tools/", "grader/calibration")) for n in names)
-    assert not any(n.endswith(("/test_lesson.py", "/conftest.py")) for n in names), "the lessons' tests ship"
+    lesson_tests = [n for n in names if n.startswith("coursekit/") and n.endswith(("/test_lesson.py", "/conftest.py"))]
+    assert not lesson_tests, f"the lessons' own tests ship: {lesson_tests}"
     _assert_no_leaks(_texts(kit), "kit")
 
 
@@ -260,7 +265,9 @@ def test_the_unpacked_kit_runs_its_public_checks_in_workshop_mode(flow, tmp_path
     nbformat.write(LEARNERS["alice"][0], mine)
     proc = _run([sys.executable, "-m", "grader", "check", str(mine), "--no-progress"], flow["env"], kit)
     assert "6 / 6 points" in proc.stdout and "Your progress" in proc.stdout, proc.stdout
-    assert "ex02.scorer.gradients" not in proc.stdout
+    hidden = sum(c.points for c in load_all().values() if c.exercise == "ex02" and not c.public)
+    assert f"({hidden} more from your instructor's grading)" in proc.stdout, proc.stdout  # listed, not run
+    assert "ex02.scorer.gradients" in proc.stdout and "graded by your instructor" in proc.stdout
     state = json.loads((kit / "reports" / "workshop.json").read_text())
     assert state["ex02"]["score"] == 6 and state["ex02"]["passed"] == state["ex02"]["checks"] == 3
     assert state["ex02"]["notebook"] == str(mine.resolve()) and "mine/02_graph_breaks.ipynb" in proc.stdout

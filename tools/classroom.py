@@ -127,7 +127,8 @@ follows it); `make check EX=01 FULL=1` adds the timed checks; `make grade` runs 
 `exercises/`.
 
 In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
-piece at once; the hidden checks are not in this kit: they run when your instructor grades your work. The
+piece at once; the hidden checks are not in this kit: they run when your instructor grades your work, and
+`make check`'s table lists each of them with what it verifies ("graded by your instructor"). The
 grader runs only your definitions (imports, `def`, `class`, UPPER_CASE constants), never your demo cells:
 a constant the grader needs must be named in UPPER_CASE.
 
@@ -346,7 +347,10 @@ def hidden_check_lines(baseline: str) -> dict[str, set[str]]:
         if check.public:
             continue
         lines = {line.strip() for line in inspect.getsource(check.fn).splitlines()}
-        out[cid] = {f"def {check.fn.__name__}("} | {s for s in lines if len(s) >= 16 and not _contains(baseline, s)}
+        what = (check.fn.__doc__ or "").strip().split("\n")[0].strip()  # id and this ship by design (instructor_checks)
+        out[cid] = {f"def {check.fn.__name__}("} | {
+            s for s in lines if len(s) >= 16 and not _contains(baseline, s) and s.strip('",') not in (what, cid)
+        }
     return out
 
 
@@ -431,6 +435,9 @@ def forbidden_definitions(stage: Path) -> tuple[list[str], list[str]]:
 
 def build_kit(course: Path, released: list[Path], caches: list[Path]) -> tuple[Path, Path, list[str]]:
     """Stage the learner kit under ``course/learner-kit/`` and zip it; returns (folder, zip, warnings)."""
+    from grader.exercises import exercise_ids
+    from grader.registry import INSTRUCTOR_INDEX, instructor_index
+
     files, warnings = kit_files()
     stage = course / "learner-kit" / KIT
     if stage.parent.exists():
@@ -445,6 +452,12 @@ def build_kit(course: Path, released: list[Path], caches: list[Path]) -> tuple[P
     for cache in caches:
         (stage / "cache").mkdir(exist_ok=True)
         shutil.copy2(cache, stage / "cache" / cache.name)
+    for exercise in exercise_ids():  # what the kit's hidden checks verify, so its tables can list them
+        index = instructor_index(exercise)
+        if index["checks"]:
+            folder = stage / "grader" / "exercises" / exercise
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / INSTRUCTOR_INDEX).write_text(json.dumps(index, indent=1) + "\n")
     (stage / "requirements.txt").write_text(kit_requirements())
     (stage / "README.md").write_text(KIT_README)
     (stage / "Makefile").write_text(KIT_MAKEFILE)

@@ -17,23 +17,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _file(classname: str) -> str:
+    """``test_grader`` for ``tests.test_grader``; ``distillation/test_lesson`` for a lesson's own tests."""
+    parts = classname.split(".")
+    return "/".join(parts[2:]) if parts[:2] == ["coursekit", "lessons"] else parts[-1]
+
+
 def durations(folder: Path = ROOT / "reports") -> dict[str, float]:
     """``{test id: seconds}`` from every ``tests-*.xml`` in ``folder``."""
     found: dict[str, float] = {}
     for path in sorted(folder.glob("tests-*.xml")):
         for case in ET.parse(path).getroot().iter("testcase"):
-            name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+            name = f"{_file(case.get('classname', ''))}::{case.get('name')}"
             found[name] = found.get(name, 0.0) + float(case.get("time") or 0.0)
     return found
 
 
 def lesson_minutes(times: dict[str, float]) -> dict[int, float]:
-    """Minutes per lesson number: its notebooks executed and its exercise's gradings (test ids naming it)."""
+    """Minutes per lesson number: its notebooks executed, its exercise's gradings (test ids naming it) and its
+    own tests (``<topic>/test_lesson``)."""
+    from coursekit.lessons import lessons
+
+    numbers = {lesson.topic: lesson.number for lesson in lessons()}
     per: dict[int, float] = defaultdict(float)
     for name, seconds in times.items():
         found = re.search(r"\[(?:notebooks|solutions)/(\d\d)_|\[ex(\d\d)", name)
+        topic = name.split("/", 1)[0] if "/test_lesson::" in name else None
         if found:
             per[int(found.group(1) or found.group(2))] += seconds / 60
+        elif topic in numbers:
+            per[numbers[topic]] += seconds / 60
     return dict(sorted(per.items()))
 
 
