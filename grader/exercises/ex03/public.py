@@ -83,7 +83,20 @@ def loss_temperature(learner, ctx) -> None:
             "by T**2. Dividing the logits by T shrinks the soft term's gradients by 1/T**2; "
             "Hinton et al. scale it back so the two terms stay balanced at any temperature."
         )
-    if not all(abs(r - 1) < 1e-3 for r in ratios.values()):
+    values = list(ratios.values())
+    if not all(abs(r - 1) < 1e-3 for r in values) and max(values) - min(values) < 1e-3 * max(abs(v) for v in values):
+        classes = s.shape[-1]  # the same ratio at every temperature: the temperature is right, a constant is not
+        why = (
+            f"1/{classes}: averaged over the {classes} classes as well as the rows?"
+            if abs(values[0] * classes - 1) < 1e-3
+            else "a constant factor"
+        )
+        raise AssertionError(
+            f"with alpha=1 your loss / the reference is the same at every temperature ({shown}), so the temperature "
+            f"is handled right and the reduction is not ({why}). F.kl_div's reduction='batchmean' sums over the "
+            f"classes and averages over the rows; 'mean' also divides by the number of classes. {FORMULA}"
+        )
+    if not all(abs(r - 1) < 1e-3 for r in values):
         raise AssertionError(
             f"with alpha=1 (soft term only) your loss / the reference is {shown}; it should be 1 "
             f"at every temperature. Divide both logits by T before the softmaxes, then scale by "
