@@ -84,3 +84,14 @@ def test_the_learner_kit_lists_the_checks_it_does_not_hold(tmp_path, monkeypatch
     text = out.getvalue()
     assert "(3 more from your instructor's grading)" in text and "graded by your instructor" in text
     assert "logits [N, C] only" in text and "Timed against the grader's own baseline" in text
+
+
+def test_a_grader_without_thresholds_says_it_has_no_timed_checks(monkeypatch, tmp_path) -> None:
+    """The learner kit ships no thresholds.toml: its reports say so instead of naming files it does not have."""
+    from grader import context
+    from grader.context import Context
+
+    ctx = Context.create(secret_seed=1)
+    assert "thresholds.toml" in ctx.describe_thresholds()
+    monkeypatch.setattr(context, "THRESHOLDS_FILE", tmp_path / "thresholds.toml")
+    assert ctx.describe_thresholds() == "none (this copy of the grader has no timed checks)"

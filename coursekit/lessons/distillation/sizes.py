@@ -37,10 +37,8 @@ class NoSafeguards(nn.Module):
 def _distill(safeguards: bool):
     def build(profile: Profile):
         images, _ = image_batch(profile, seed=0)
-        student, teacher = (
-            make_vit(profile, shapes(profile).student),
-            make_vit(profile, shapes(profile).teacher, seed=1),
-        )
+        vits = shapes(profile)
+        student, teacher = make_vit(profile, vits.student), make_vit(profile, vits.teacher, seed=1)
         model = SuperModel(student, teacher) if safeguards else NoSafeguards(student, teacher)
         return model.train(), (images,), lambda loss: loss
 
