@@ -7,14 +7,48 @@ from pathlib import Path
 
 import torch
 
+# Dynamo's break reasons name its internals ("generic_jump TensorVariable()"); these say what the code did
+GLOSSES: tuple[tuple[str, str], ...] = (
+    (
+        "generic_jump",
+        "Python branches on a tensor's value here (if, while, and/or/not on a tensor): Dynamo cannot pick a branch "
+        "without running the code. Compute both sides and choose with torch.where, or decide outside compiled code",
+    ),
+    (
+        "Tensor.item()",
+        "a tensor's value becomes a Python number here (.item(), int(t), float(t)), so the graph stops to compute "
+        "it. Keep it a tensor, or read it outside the compiled code",
+    ),
+    (
+        "Tensor.tolist()",
+        "a tensor becomes a Python list here, so the graph stops to compute it. Keep it a tensor, or convert it "
+        "outside the compiled code",
+    ),
+    (
+        "Data-dependent",
+        "the code's path or an output's shape depends on a tensor's values, which Dynamo cannot know while tracing",
+    ),
+    (
+        "graph_break()",
+        "an explicit torch._dynamo.graph_break() call",
+    ),
+)
+
+
+def gloss(reason: str) -> str:
+    """What a Dynamo break reason means in plain words ("" when it is not one we know)."""
+    return next((text for key, text in GLOSSES if key in reason), "")
+
 
 def short_reason(reason) -> str:
-    """A break reason's first line and where it happened: ``why (file.py:line: code)``."""
+    """A break reason's first line, where it happened and, for a reason we know, what it means in plain words:
+    ``why (file.py:line: code): meaning``."""
     text = reason.reason.strip().splitlines()[0]
     if reason.user_stack:
         frame = reason.user_stack[-1]
         text += f" ({Path(frame.filename).name}:{frame.lineno}: {(frame.line or '').strip()})"
-    return text
+    meaning = gloss(text)
+    return f"{text}: {meaning}" if meaning else text
 
 
 def explain_counts(fn: Callable, *args) -> dict:

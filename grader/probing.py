@@ -99,15 +99,22 @@ def plain(value: Any, what: str) -> torch.Tensor:
     return value.detach().cpu()
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def where_in_notebook(exc: BaseException) -> str:
-    """' (in `fn`, code cell 5 of the notebook, line 3: `x = ...`)' for the deepest frame in the notebook."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<notebook cell")]
+    """' (in `fn`, the 5th code cell, line 3: `x = ...`)' for the deepest frame in the notebook (JupyterLab numbers
+    no cells, and markdown cells are not counted)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<code cell ")]
     if not frames:
         return ""
     f = frames[-1]
-    cell = f.filename.removeprefix("<notebook ").removesuffix(">")
+    cell = int(f.filename.removeprefix("<code cell ").removesuffix(">"))
     where = f"`{f.name}`, " if f.name != "<module>" else ""
-    return f" (in {where}{cell} of the notebook, line {f.lineno}: `{(f.line or '').strip()}`)"
+    return f" (in {where}the {ordinal(cell)} code cell, line {f.lineno}: `{(f.line or '').strip()}`)"
 
 
 def describe_error(exc: BaseException) -> dict[str, Any]:

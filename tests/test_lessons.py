@@ -57,6 +57,19 @@ def test_shared_code_never_names_a_lesson() -> None:
             assert f"coursekit.lessons.{topic}" not in text, f"{path.name} imports lesson {topic}: shared code must not"
 
 
+def test_a_lesson_imports_no_other_lesson() -> None:
+    """A lesson's notebook, exercise and code use shared code and its own folder: never another lesson's."""
+    found = lessons()
+    for lesson in found:
+        others = [f"coursekit.lessons.{o.topic}" for o in found if o.topic != lesson.topic]
+        own = [ROOT / "notebooks" / lesson.notebook, ROOT / "solutions" / lesson.exercise]
+        own += (ROOT / "coursekit" / "lessons" / lesson.topic).glob("*.py")
+        for path in own:
+            text = path.read_text()
+            named = [o for o in others if o in text]
+            assert not named, f"{path.relative_to(ROOT)} uses {named}: move what they share into coursekit/"
+
+
 def _load(path: Path, name: str, package: bool = False) -> ModuleType:
     """Import ``path`` as module ``name`` (a package, whose modules import each other, when ``package``)."""
     search = [str(path.parent)] if package else None

@@ -77,3 +77,29 @@ def test_a_name_error_says_what_the_grader_runs() -> None:
         "ex04.collate",
     )
     assert "name 'buckets' is not defined" in str(failure) and "UPPER_CASE" in str(failure)
+
+
+def test_an_error_names_the_code_cell_and_line_a_learner_can_find() -> None:
+    from grader.probing import ordinal, where_in_notebook
+
+    loaded = load_cells(["import math", "def f(x):\n    y = x + 1\n    return y / 0"])
+    with pytest.raises(ZeroDivisionError) as info:
+        loaded.namespace["f"](1)
+    assert where_in_notebook(info.value) == " (in `f`, the 2nd code cell, line 3: `return y / 0`)"
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"
+    ]  # fmt: skip
+
+
+def test_a_graph_break_reason_comes_with_its_line_and_plain_words() -> None:
+    """What ex01's and ex02's structure checks show: Dynamo's reason, the learner's line, and what it means."""
+    import torch
+
+    from coursekit.explain import short_reason
+
+    loaded = load_cells(["import torch", "def f(x):\n    if x.sum() > 0:\n        x = x + 1\n    return x * 2"])
+    torch.compiler.reset()
+    reasons = [short_reason(r) for r in torch._dynamo.explain(loaded.namespace["f"])(torch.ones(3)).break_reasons]
+    torch.compiler.reset()
+    assert reasons and "<code cell 2>:2: if x.sum() > 0:" in reasons[0], reasons
+    assert "torch.where" in reasons[0], f"no plain-words gloss: {reasons[0]}"

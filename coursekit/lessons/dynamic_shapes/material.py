@@ -184,3 +184,51 @@ def stream_batches(
         tokens, lens = collate(sequences(lengths, seed * 10_000 + i))
         out.append((tokens.to(device), lens.to(device)))
     return out
+
+
+def pack(lengths: Sequence[int], row_len: int = MAX_LEN) -> list[list[int]]:
+    """Packing, the fixed-shape alternative to padding: place sequences of these lengths into rows of ``row_len``
+    tokens, longest first, each into the first row with room (first fit decreasing). Returns each row's lengths."""
+    rows: list[list[int]] = []
+    for n in sorted(lengths, reverse=True):
+        if n > row_len:
+            raise ValueError(f"a sequence of {n} tokens does not fit a row of {row_len}")
+        row = next((r for r in rows if sum(r) + n <= row_len), None)
+        if row is None:
+            rows.append(row := [])
+        row.append(n)
+    return rows
+
+
+def layout_costs(
+    stream: Sequence[Sequence[int]], buckets: Sequence[int] = BUCKETS, row_len: int = MAX_LEN
+) -> list[dict]:
+    """What each way of laying a stream of batches out in tensors computes, counted rather than timed.
+
+    ``tokens`` counts the positions the model computes (padding included) and ``scores`` the attention scores
+    (rows times length squared); ``shapes`` counts the distinct tensor shapes (static compiles). Packing refills
+    steps of as many rows as the stream's batches, so a step holds sequences from several of them."""
+    rows = len(stream[0])
+    longest = [(len(b), max(b)) for b in stream]
+    bucketed = [(len(b), bucket_for(max(b), buckets)) for b in stream]
+    packed = pack([n for b in stream for n in b], row_len)
+    steps = -(-len(packed) // rows)
+
+    def row(layout: str, shapes: list[tuple[int, int]]) -> dict:
+        return {
+            "layout": layout,
+            "steps": len(shapes),
+            "tokens": sum(r * n for r, n in shapes),
+            "scores": sum(r * n * n for r, n in shapes),
+            "shapes": len(set(shapes)),
+        }
+
+    real = sum(sum(b) for b in stream)
+    out = [
+        row("pad to the longest", longest),
+        row(f"buckets {tuple(buckets)}", bucketed),
+        row(f"packed into rows of {row_len}", [(rows, row_len)] * steps),
+    ]
+    for r in out:
+        r["padding"] = 1 - real / r["tokens"]
+    return out

@@ -191,3 +191,31 @@ def test_bench_command_runs_lesson_4(tmp_path, measured, monkeypatch) -> None:
     monkeypatch.setattr(bench04, "measure_dynamic_shapes", lambda profile: measured)
     assert bench_cli.main(["--lesson", "4", "--out", str(tmp_path)]) == 0
     assert sorted(p.name.split("-")[0] + p.suffix for p in tmp_path.iterdir()) == ["lesson04.json", "lesson04.md"]
+
+
+def test_exercise_4_states_the_hidden_stream_it_is_graded_on() -> None:
+    """The exercise tells learners what its hidden checks feed them (how many batches, rows, what is timed)."""
+    from pathlib import Path
+
+    from grader.exercises.ex04 import contract, hidden
+
+    text = (Path(__file__).resolve().parents[3] / "solutions" / contract.NOTEBOOK).read_text()
+    assert f"A stream of {hidden.STREAM_BATCHES} batches" in text and "compiles included" in text
+    assert f"`{hidden.STREAM_BACKEND}`" in text
+
+
+def test_packing_places_every_sequence_once_and_pads_least() -> None:
+    from coursekit.lessons.dynamic_shapes.material import layout_costs, pack
+
+    lengths = [5, 60, 33, 31, 2, 64, 17]
+    rows = pack(lengths, 64)
+    assert sorted(n for r in rows for n in r) == sorted(lengths) and all(sum(r) <= 64 for r in rows)
+    with pytest.raises(ValueError, match="does not fit"):
+        pack([65], 64)
+    stream = length_stream(20, 8, 4)
+    costs = {r["layout"].split()[0]: r for r in layout_costs(stream, BUCKETS, MAX_LEN)}
+    real = sum(map(sum, stream))
+    assert costs["packed"]["shapes"] == 1 and costs["buckets"]["shapes"] <= len(BUCKETS)
+    assert costs["pad"]["steps"] == costs["buckets"]["steps"] == 20 >= costs["packed"]["steps"]
+    assert real <= costs["packed"]["tokens"] <= costs["pad"]["tokens"] <= costs["buckets"]["tokens"]
+    assert costs["pad"]["padding"] == pytest.approx(1 - real / costs["pad"]["tokens"])

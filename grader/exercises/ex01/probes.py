@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from coursekit.explain import short_reason
 from coursekit.models import ToyConvNet
 from coursekit.traffic import watch_traffic
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
@@ -83,7 +84,7 @@ def graphs(call: Call) -> Reply:
         (),
         "torch._dynamo.explain(SmoothedCE)",
     )
-    reasons = [str(getattr(r, "reason", r)).splitlines()[0] for r in info.break_reasons[:3]]
+    reasons = [short_reason(r) for r in info.break_reasons[:3]]  # with the learner's cell and line
     torch.compiler.reset()
     counter = CompileCounterWithBackend("inductor")
     compiled = build_loss(call.but(compiled=True, backend=counter, reset=False))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from coursekit.explain import short_reason
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
 from coursekit.traffic import watch_traffic
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
@@ -106,7 +107,7 @@ def explain(call: Call) -> Reply:
     info = learner_call(
         lambda: torch._dynamo.explain(model)(call.input("x0")), (), "torch._dynamo.explain(FixedScorer)"
     )
-    reasons = [str(getattr(r, "reason", r)).splitlines()[0][:200] for r in info.break_reasons[:4]]
+    reasons = [short_reason(r) for r in info.break_reasons[:4]]  # with the learner's cell and line
     with torch.no_grad():
         out = plain(model(call.input("x0")), "FixedScorer's output")
     return Reply(
