@@ -233,6 +233,7 @@ class RemoteLearner:
         self.workdir = workdir
         self.problems: list[str] = []
         self.deadline = float("inf")
+        self.needs: tuple[str, ...] | None = None  # the running check's needs (set by grader.results.run_check)
         self._worker: _Worker | None = None
         self._next_id = 0
         self._starts = 0
@@ -422,7 +423,8 @@ class RemoteLearner:
         what: str = "this check",
     ) -> Answer:
         """Run ``probe`` in the worker on ``args`` and ``tensors``; what it observed, or ``LearnerFailure``."""
-        return self._request({"probe": probe, "args": args or {}}, tensors, what)
+        needs = None if self.needs is None else list(self.needs)
+        return self._request({"probe": probe, "args": args or {}, "needs": needs}, tensors, what)
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[int]:
@@ -443,6 +445,7 @@ class LocalLearner:
         self.problems: list[str] = []
         self.state: dict = {}
         self.deadline = float("inf")
+        self.needs: tuple[str, ...] | None = None  # the running check's needs (set by grader.results.run_check)
         part(exercise, "probes")  # registers this exercise's probes in this process
 
     def start(self, fresh: bool = False) -> None:
@@ -464,6 +467,7 @@ class LocalLearner:
             {k: v.detach().cpu().clone() for k, v in (tensors or {}).items()},
             self.profile.device,
             self.state,
+            None if self.needs is None else frozenset(self.needs),
         )
         try:
             reply = probing.run(probe, call)

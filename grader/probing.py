@@ -67,9 +67,16 @@ class Call:
     inputs: dict[str, torch.Tensor]
     device: str
     state: dict[str, Any]  # per worker: functions staged for timing, and their inputs
+    allowed: frozenset[str] | None = None  # the asking check's ``needs``: the only names a probe may read
 
     def get(self, name: str) -> Any:
-        """The learner's ``name``, or ``Missing``."""
+        """The learner's ``name``, or ``Missing``; a name the asking check does not list in ``needs`` is a fault
+        in the grader (the kit's tests prune what they grade by ``needs``, so they must be complete)."""
+        if self.allowed is not None and name not in self.allowed:
+            raise Failure(
+                f"the grader's probe read {name!r}, which this check does not list in its needs "
+                f"({', '.join(sorted(self.allowed))}): a fault in the grader, tell your instructor"
+            )
         if name not in self.namespace:
             raise Missing(name)
         return self.namespace[name]
@@ -79,7 +86,7 @@ class Call:
 
     def but(self, **args: Any) -> Call:
         """The same call with some arguments replaced."""
-        return Call(self.namespace, {**self.args, **args}, self.inputs, self.device, self.state)
+        return Call(self.namespace, {**self.args, **args}, self.inputs, self.device, self.state, self.allowed)
 
     def input(self, name: str, *, grad: bool = False) -> torch.Tensor:
         """Input tensor ``name`` on the device, a fresh leaf (with ``requires_grad`` when asked)."""

@@ -8,7 +8,8 @@ Neither part can carry code: the judge parses what a worker sends with ``json`` 
 with ``pickle`` (which would run whatever a hostile worker packed into it). Sizes are bounded before
 anything is read, and every header is checked against the shape the judge expects.
 
-Requests (judge -> worker): ``{"id": n, "probe": name, "args": {...}}``, plus input tensors.
+Requests (judge -> worker): ``{"id": n, "probe": name, "args": {...}, "needs": [names]}``, plus input tensors
+(``needs``: the learner names the asking check may read, or null).
 Answers (worker -> judge): ``{"id": n, "ok": true, "values": {...}}`` plus output tensors, or
 ``{"id": n, "ok": false, "error": {"kind": ..., ...}}`` when the learner's code failed (see ``ERROR_KINDS``).
 """

@@ -151,7 +151,9 @@ def serve(conn: Connection, config: dict) -> None:
             namespace = loaded.namespace
             send_frame(fd, pack({"id": rid, "ok": True, "values": {"problems": loaded.problems}}))
             continue
-        call = probing.Call(namespace, header.get("args") or {}, tensors, profile.device, state)
+        needs = header.get("needs")
+        allowed = frozenset(map(str, needs)) if isinstance(needs, list) else None
+        call = probing.Call(namespace, header.get("args") or {}, tensors, profile.device, state, allowed)
         if header.get("probe") not in probing.PROBES:
             answer(
                 rid,

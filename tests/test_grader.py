@@ -11,6 +11,7 @@ import pytest
 
 from grader.context import Context
 from grader.registry import checks_for
+from tests.affected import can_change, code_cells
 from tests.submissions import EXERCISES, MEASURED, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
@@ -59,14 +60,21 @@ def test_unmodified_exercise_fails_every_check_with_a_teaching_message(grade, ex
 
 @pytest.mark.parametrize("exercise, name", WRONG, ids=[f"{ex}: {name}" for ex, name in WRONG])
 def test_wrong_submission_fails_exactly_the_right_checks(grade, tmp_path: Path, exercise: str, name: str) -> None:
-    """Every correctness and structure check fails or passes exactly as expected. A speed check runs only
-    where it must fail by a wrong result caught while timing; elsewhere its outcome is a measurement, and one
-    that must fall short runs in the next test, alone."""
+    """Every correctness and structure check the edits can reach (``tests/affected.py``) fails or passes exactly
+    as expected. A speed check runs only where it must fail by a wrong result caught while timing; elsewhere its
+    outcome is a measurement, and one that must fall short runs in the next test, alone."""
     solution, _, wrong = EXERCISES[exercise]
     edits, expected = wrong[name]
     expected = expected - MEASURED.get((exercise, name), set())
-    ids = [c.id for c in checks_for(exercise) if c.kind != "speed" or c.id in expected]
-    results = grade(variant(solution, tmp_path / solution.name, edits), ids)
+    notebook = variant(solution, tmp_path / solution.name, edits)
+    before, after = code_cells(solution), code_cells(notebook)
+    # a check the edits cannot reach grades as on the reference solution, which the first test grades
+    ids = [
+        c.id
+        for c in checks_for(exercise)
+        if c.id in expected or (c.kind != "speed" and can_change(c.needs, before, after))
+    ]
+    results = grade(notebook, ids)
     failed = {cid for cid, r in results.items() if not r.passed}
     judged = {cid for cid, r in results.items() if r.kind != "speed" or cid in expected}
     assert failed & judged == expected, (

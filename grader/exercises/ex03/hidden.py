@@ -120,7 +120,9 @@ def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None]:
     )
     check_images, check_labels = batch(ctx.profile, seed=0)
     own = learner.ask(
-        "ex03.train", {"seed": 0, "steps": 2}, {**steps, **batch_inputs("check", check_images, check_labels)}
+        "ex03.train",
+        {"seed": 0, "steps": 2, "extract": False},
+        {**steps, **batch_inputs("check", check_images, check_labels)},
     )
     assert_consistent(
         got.tensor("losses", shape=(2,)),
