@@ -16,10 +16,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 
-from grader.loader import is_definition
+from grader.loader import is_definition, read_cells
 
 EVERYTHING = "*"  # an edit whose effects cannot be traced by name
 
@@ -58,7 +57,8 @@ def definitions(cells: list[str]) -> dict[str, tuple[str, set[str], bool]]:
 
 
 def code_cells(path: Path) -> list[str]:
-    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    """The code cells' text, read as the grader reads a submission."""
+    return read_cells(path)
 
 
 def edited(before: list[str], after: list[str]) -> set[str]:

@@ -101,6 +101,28 @@ def test_wrong_submission_falls_short_of_the_speed_it_must_not_reach(
         assert r.measured < ctx.required_speedup(cid), f"{cid}: {r.message}"
 
 
+def test_a_probe_that_reads_a_name_its_check_does_not_need_fails_the_check(grade, profile, monkeypatch) -> None:
+    """``needs`` is enforced, here and in the worker: the wrong-submission test's pruning (tests/affected.py)
+    relies on it. A check that needs only SmoothedCE asks for builtin_smoothed_ce."""
+    from grader import registry
+    from grader.learner import LocalLearner
+    from grader.loader import load_notebook
+    from grader.results import run_check
+
+    monkeypatch.setattr(registry, "CHECKS", dict(registry.CHECKS))
+
+    @registry.check("ex01.test_only.undeclared_read", kind="correctness", points=1, needs=("SmoothedCE",))
+    def undeclared_read(learner, ctx) -> None:
+        args = {"factory": "builtin_smoothed_ce", "weights": [1.0] * 4, "smoothing": 0.1, "ignore_index": -100}
+        learner.ask("ex01.loss", args, {})
+
+    local = LocalLearner(load_notebook(SOLUTION_01).namespace, "ex01", profile)
+    remote = grade(SOLUTION_01, ["ex01.test_only.undeclared_read"])["ex01.test_only.undeclared_read"]
+    for result in (run_check(registry.get("ex01.test_only.undeclared_read"), local, Context.create()), remote):
+        assert not result.passed and "does not list in its needs" in result.message, result.message
+    assert local.needs is None, "a check's needs outlived it"
+
+
 def test_a_crash_and_a_hang_cost_only_their_own_checks(grade, tmp_path: Path) -> None:
     """os._exit inside one function and an endless loop in another: the rest still grade."""
     from grader.runner import grade_notebook

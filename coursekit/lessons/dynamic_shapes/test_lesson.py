@@ -212,10 +212,12 @@ def test_packing_places_every_sequence_once_and_pads_least() -> None:
     assert sorted(n for r in rows for n in r) == sorted(lengths) and all(sum(r) <= 64 for r in rows)
     with pytest.raises(ValueError, match="does not fit"):
         pack([65], 64)
-    stream = length_stream(20, 8, 4)
+    stream = length_stream(bench04.STEPS, bench04.BATCH, bench04.SEED)  # the stream the lesson's table counts
     costs = {r["layout"].split()[0]: r for r in layout_costs(stream, BUCKETS, MAX_LEN)}
     real = sum(map(sum, stream))
     assert costs["packed"]["shapes"] == 1 and costs["buckets"]["shapes"] <= len(BUCKETS)
-    assert costs["pad"]["steps"] == costs["buckets"]["steps"] == 20 >= costs["packed"]["steps"]
+    assert costs["pad"]["steps"] == costs["buckets"]["steps"] == bench04.STEPS >= costs["packed"]["steps"]
+    # what the lesson's prose reads from the table: fewest positions packed, yet more scores than padding
     assert real <= costs["packed"]["tokens"] <= costs["pad"]["tokens"] <= costs["buckets"]["tokens"]
+    assert costs["packed"]["scores"] > costs["pad"]["scores"]
     assert costs["pad"]["padding"] == pytest.approx(1 - real / costs["pad"]["tokens"])
