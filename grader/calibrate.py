@@ -115,7 +115,8 @@ def render(
     }
     lines += [f"{k} = {_toml_value(v)}" for k, v in meta.items()]
     rows = []
-    for cid, values in measured.items():
+    for cid, measured_values in measured.items():
+        values = [round(v, 3) for v in measured_values]  # what the file records: its spread is max - min of these
         median = statistics.median(values)
         spread = max(values) - min(values)
         required = required_from(median, fraction)
