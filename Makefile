@@ -23,7 +23,7 @@ COMPAT_TORCH ?= 2.11.0
 COMPAT_TORCHVISION ?= 0.26.0
 # what can differ between torch versions: lessons and solutions executed, references graded, the lessons' own tests
 COMPAT_TESTS := -k "executes_top_to_bottom or solution_passes_every_correctness or not (test_grader or test_notebooks \
-	or test_workflow or test_loader or test_sandbox or test_gpu_check or test_integrity or test_quiet)"
+	or test_workflow or test_browser or test_loader or test_sandbox or test_gpu_check or test_integrity or test_quiet)"
 # on a GPU machine that has torch but no .venv (see README, "The first run on a GPU"), its own python3
 PY := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 WHEEL_PLATFORMS := $(foreach n,1 2014 _2_5 _2_17 _2_24 _2_26 _2_27 _2_28 _2_31 _2_34 _2_35,--platform manylinux$(n)_x86_64)
@@ -31,7 +31,7 @@ WHEEL_PLATFORMS := $(foreach n,1 2014 _2_5 _2_17 _2_24 _2_26 _2_27 _2_28 _2_31 _
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
-.PHONY: help setup lint format test test-fast lab grade exercises fixtures check-exercises bench clean \
+.PHONY: help setup lint format test test-fast lab grade exercises fixtures check-exercises bench clean test-browser \
 	release collect autograde feedback export calibrate warm-cache check batch speed-trials gpu-check gpu-wheels test-compat
 
 help:  ## list the targets
@@ -54,7 +54,7 @@ format:  ## ruff: fix what can be fixed and format in place (then `make exercise
 	$(BIN)/ruff format .
 
 test: lint  ## lint, then the whole suite (CPU smoke profile): most in TEST_JOBS processes, then what times speed, alone
-	$(BIN)/python -m pytest -m "not timing" -n $(TEST_JOBS) --junitxml=reports/tests-parallel.xml
+	$(BIN)/python -m pytest -m "not timing and not browser" -n $(TEST_JOBS) --junitxml=reports/tests-parallel.xml
 	$(BIN)/python -m pytest -m timing --junitxml=reports/tests-timing.xml
 
 test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(COMPAT_VENV): what can differ between versions
@@ -65,6 +65,9 @@ test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(
 	$(COMPAT_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(COMPAT_VENV)/bin/python -c "import torch, torchvision, timm; print('compat: torch', torch.__version__, '| torchvision', torchvision.__version__)"
 	$(COMPAT_VENV)/bin/python -m pytest -m "not timing" -n $(TEST_JOBS) $(COMPAT_TESTS) --junitxml=reports/tests-compat.xml
+
+test-browser:  ## JupyterLab in Debian's Chromium (Playwright): a lesson run from the Run menu, an exercise's PASS and FAIL lines
+	$(BIN)/python -m pytest -m browser --junitxml=reports/tests-browser.xml
 
 test-fast: lint  ## lint, then skip the slow tests (notebook execution, whole-submission grading)
 	$(BIN)/python -m pytest -m "not slow"
