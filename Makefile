@@ -66,7 +66,7 @@ test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(
 	$(COMPAT_VENV)/bin/python -c "import torch, torchvision, timm; print('compat: torch', torch.__version__, '| torchvision', torchvision.__version__)"
 	$(COMPAT_VENV)/bin/python -m pytest -m "not timing" -n $(TEST_JOBS) $(COMPAT_TESTS) --junitxml=reports/tests-compat.xml
 
-test-browser:  ## JupyterLab in Debian's Chromium (Playwright): a lesson run from the Run menu, an exercise's PASS and FAIL lines
+test-browser:  ## JupyterLab in Debian's Chromium (Playwright): a lesson run from the Run menu, an exercise's PASS and FAIL lines, TensorBoard
 	$(BIN)/python -m pytest -m browser --junitxml=reports/tests-browser.xml
 
 test-fast: lint  ## lint, then skip the slow tests (notebook execution, whole-submission grading)

@@ -5,7 +5,8 @@ holding a copy of lesson 1 and exercise 0, then:
 
 * runs every cell of the lesson from the Run menu: no error output, and its chart renders;
 * types a correct answer into exercise 0's first task and runs its public check: the PASS line shows;
-* types a wrong answer: the FAIL line and its teaching message show.
+* types a wrong answer: the FAIL line and its teaching message show;
+* opens TensorBoard on the lesson's ``runs/lesson01`` folder: the step-time scalars the lesson logged show.
 
 Screenshots go to ``reports/browser-*.png``. Without Chromium or Playwright every test skips, saying how to get
 them (``apt-get install chromium``; Playwright is in requirements.txt and downloads no browser).
@@ -112,6 +113,7 @@ def lab(tmp_path_factory) -> Iterator[dict]:
     cmd += [f"--LabApp.user_settings_dir={folder / '.settings'}", f"--LabApp.workspaces_dir={folder / '.workspaces'}"]
     cmd += ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     cmd += ["--allow-root"] if os.getuid() == 0 else []
+    started = time.time()
     server = subprocess.Popen(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -120,15 +122,23 @@ def lab(tmp_path_factory) -> Iterator[dict]:
 
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield {"browser": browser, "url": url, "token": token, "folder": folder}
+            yield {"browser": browser, "url": url, "token": token, "folder": folder, "started": started}
             browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        _stop(server)
         log.close()
+
+
+def _server(cmd: list[str], log, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(20)
+    except subprocess.TimeoutExpired:
+        server.kill()
 
 
 def _open(lab: dict, name: str):
@@ -224,3 +234,27 @@ def test_an_exercise_check_passes_on_a_typed_answer_and_fails_with_a_teaching_me
     page.screenshot(path=str(SHOTS / "browser-exercise-fail.png"))
     assert "[FAIL] ex00.capture.graph" in output and "AssertionError" in output, output[:2000]
     page.close()
+
+
+def test_tensorboard_shows_the_step_time_scalars_the_lesson_logged(lab, tmp_path) -> None:
+    """After the lesson ran (the first test), its SummaryWriter cell has written ``ladder/step_ms`` for each rung."""
+    logs = ROOT / "runs" / "lesson01"
+    started = lab["started"]
+    fresh = [p for p in logs.rglob("events.out.tfevents.*") if p.stat().st_mtime >= started]
+    assert fresh, f"no TensorBoard events written under {logs} by this run: the lesson test runs first"
+    port = _free_port()
+    cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logs), "--host", "127.0.0.1", f"--port={port}"]
+    with (tmp_path / "tensorboard.log").open("w") as log:
+        server = _server(cmd, log)
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/")
+            page = lab["browser"].new_page(viewport={"width": 1500, "height": 1100})
+            page.set_default_timeout(60_000)
+            page.goto(f"http://127.0.0.1:{port}/#timeseries")
+            page.get_by_text("ladder/step_ms").first.wait_for()
+            page.get_by_text("ladder/loss_fwd_bwd_us").first.wait_for()
+            time.sleep(2)  # let the charts draw before the screenshot
+            page.screenshot(path=str(SHOTS / "browser-tensorboard.png"))
+            page.close()
+        finally:
+            _stop(server)
