@@ -132,6 +132,10 @@ piece at once; the hidden checks are not in this kit: they run when your instruc
 grader runs only your definitions (imports, `def`, `class`, UPPER_CASE constants), never your demo cells:
 a constant the grader needs must be named in UPPER_CASE.
 
+The hidden structural checks (graph breaks, recompiles, syncs and host-built tensors) can be practised on
+inputs of your own, untimed: `from coursekit.practice import practice; practice(fn, [args1, args2])` prints
+what they count, beside what they ask for.
+
 If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place so the first
 `torch.compile` of each lesson starts warm.
 """
