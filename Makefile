@@ -41,8 +41,8 @@ setup:  ## create .venv with the pinned dependencies and this kit (editable)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"
-	@echo "CUDA libraries (about 5 GB, a few minutes, quiet until done; they run on a CPU too)"
-	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+	@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too)"
+	$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .
 	$(BIN)/python -c "import torch, torchvision, timm; print('torch', torch.__version__, '| torchvision', torchvision.__version__, '| timm', timm.__version__, '| cuda', torch.cuda.is_available())"
 
 lint:  ## ruff: lint and format check (120 columns; exercises/ are generated and left out)

@@ -161,17 +161,27 @@ def _started(page) -> bool:
 
 
 def _run_all(page) -> None:
-    """Run menu -> Run All Cells, then wait until no cell is queued or running. A just-opened notebook can show an
-    idle kernel before its session takes requests, so a run that has not started after 15 s is asked again."""
-    for _ in range(4):
+    """Run menu -> Run All Cells, then wait until no cell is queued or running.
+
+    A just-opened notebook can show an idle kernel before its session settles: a click can go nowhere, or the
+    server can replace the kernel it first started (seen on a fresh clone: cell 1 ran, the rest were dropped with
+    the first kernel). So a run that has not started after 15 s, or that stopped with cells left unrun and no
+    error shown, is asked again, up to three times in all."""
+    for _ in range(3):
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         deadline = time.monotonic() + 15
         while not _started(page) and time.monotonic() < deadline:
             time.sleep(0.5)
-        if _started(page):
-            break
-    _settle(page)
+        if not _started(page):
+            continue
+        _settle(page)
+        if _errors(page).count() or all(p.strip("[]: ").isdigit() for p in _prompts(page)):
+            return
+
+
+def _errors(page):
+    return page.locator(f"{NOTEBOOK} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
 
 
 def _settle(page, limit_s: float = RUN_LIMIT_S) -> None:
@@ -201,7 +211,7 @@ def test_a_lesson_runs_every_cell_without_errors_and_shows_its_chart(lab) -> Non
     page.screenshot(path=str(SHOTS / "browser-lesson.png"), full_page=True)
     prompts = _prompts(page)
     assert prompts and all(p.strip("[]: ").isdigit() for p in prompts), f"cells not run: {prompts}"
-    errors = page.locator(f"{NOTEBOOK} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
+    errors = _errors(page)
     assert errors.count() == 0, errors.first.inner_text()[:2000]
     images = page.locator(f"{NOTEBOOK} .jp-OutputArea-output img")
     assert images.count() >= 1, "the lesson's chart did not render"

@@ -155,8 +155,8 @@ setup:  ## create .venv with the pinned dependencies and this kit
 \t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 \t$(BIN)/python -m pip install --quiet --upgrade pip
 \t@echo "installing torch, torchvision, timm, JupyterLab and the rest of requirements.txt: torch brings its"
-\t@echo "CUDA libraries (about 5 GB, a few minutes, quiet until done; they run on a CPU too)"
-\t$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+\t@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too)"
+\t$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .
 
 lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
 \t$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
