@@ -13,7 +13,7 @@ import os
 import platform
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -34,7 +34,7 @@ def doc_header(profile: Profile, lesson: str) -> dict:
         "device_name": device_name(profile.device),
         "torch": torch.__version__,
         "profile": profile.as_dict(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"machine": platform.machine(), "processor": cpu_model(), "cpu_count": _cpu_count()},
     }
 

@@ -23,7 +23,7 @@ import argparse
 import os
 import statistics
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -93,7 +93,7 @@ def render(
         if profile.device_class == "cuda"
         else f"{cpu_model()} ({cores} cores, {profile.threads} thread(s) while timing)"
     )
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [
         f"# Speed thresholds calibrated on this machine by `make calibrate` ({created}).",
         "# required = 1 + fraction * (median - 1): the stated fraction of the gain the reference solution",

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
 import torch
 
 from coursekit.profile import Profile, cpu_model, device_name, get_profile

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -33,7 +33,7 @@ def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used:
         "torch": torch.__version__,
         "profile": profile.name,
         "thresholds": thresholds_used,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "score": sum(c["points"] for c in checks),
         "max_score": sum(c["max_points"] for c in checks),
         "sandbox": "; ".join(sorted({g.sandbox for g in grades if g.sandbox})) or "no notebook was graded",

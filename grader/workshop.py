@@ -14,7 +14,7 @@ import argparse
 import json
 import os
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             "passed": sum(r.passed for r in grade.results),
             "full": args.full,
             "notebook": str(notebook.resolve()) if notebook != args.folder / NOTEBOOKS[ex] else None,
-            "when": datetime.now(timezone.utc).astimezone().strftime("%H:%M:%S"),
+            "when": datetime.now(UTC).astimezone().strftime("%H:%M:%S"),
         }
         _save_state(state)
     console.print(progress_table(args.folder, state))

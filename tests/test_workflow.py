@@ -135,12 +135,12 @@ def _batch(py: list[str], course: Path, out: Path) -> list[str]:
 
 
 def _autograded_record(course: Path, learner: str, check_id: str) -> dict:
-    """The check record ``make autograde`` wrote into ``learner``'s graded notebook (what ``make feedback`` reads)."""
-    from grader.notebook import RESULT_MIME
+    """The check record ``make autograde`` wrote into ``learner``'s graded notebook, read as ``make feedback``
+    reads it."""
+    from tools.classroom import check_records
 
-    graded = nbformat.read(course / "autograded" / learner / "ex02" / "02_graph_breaks.ipynb", as_version=4)
-    outputs = [o for c in graded.cells for o in c.get("outputs", [])]
-    return next(o["data"][RESULT_MIME] for o in outputs if o.get("data", {}).get(RESULT_MIME, {}).get("id") == check_id)
+    records, _ = check_records(course / "autograded" / learner / "ex02" / "02_graph_breaks.ipynb")
+    return records[check_id]
 
 
 def _gradebook(course: Path) -> dict[str, dict[str, float]]:

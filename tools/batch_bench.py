@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "profile": profile.name,
         "torch": torch.__version__,
         "cpu_count": cores,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "submissions": total,
         "mix": dict(mix),
         "runs": runs,

@@ -134,7 +134,7 @@ a constant the grader needs must be named in UPPER_CASE.
 
 The hidden structural checks (graph breaks, recompiles, syncs and host-built tensors) can be practised on
 inputs of your own, untimed: `from coursekit.practice import practice; practice(fn, [args1, args2])` prints
-what they count, beside what they ask for.
+what they count, beside what they usually ask for.
 
 If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place so the first
 `torch.compile` of each lesson starts warm.
@@ -183,7 +183,7 @@ build-backend = "setuptools.build_meta"
 name = "tcip-learner-kit"
 version = "0.1.0"
 description = "torch.compile in practice: lessons, exercises and public checks"
-requires-python = ">=3.10"
+requires-python = ">=3.11"  # tomllib (grader.context, coursekit.lessons)
 dynamic = ["dependencies"]
 
 [tool.setuptools.dynamic]

@@ -33,7 +33,7 @@ import sys
 import tarfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             break
         limit = min(args.step_limit_s, left)
         print(f"[gpu-check] {step.name}: {step.what} (limit {limit:.0f} s)", flush=True)
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started = datetime.now(UTC).isoformat(timespec="seconds")
         status, rc, wall = _run_step(step, limit, out / "logs" / f"{step.name}.log", env)
         if status == "killed":  # cut by this call's budget: try again next call; by its own limit: give up
             status = "timeout" if limit >= args.step_limit_s else "cut"

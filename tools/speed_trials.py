@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "workers": args.workers,
         "cores": os.cpu_count(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     (RESULTS / f"{stem}.json").write_text(json.dumps({**meta, "results": runs}, indent=2) + "\n")
     lines = [

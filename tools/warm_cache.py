@@ -36,7 +36,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,7 +248,7 @@ def write_results(summary: dict, items: list[str], sizes: dict, warmed: list[str
         "device_name": device_model(profile),
         "profile": profile.name,
         "torch": torch.__version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"cpu_count": os.cpu_count()},
         "repeats": repeats,
         "items": {i: describe(i) for i in items},

@@ -11,12 +11,11 @@ lessons: the bench CLI, the tests and the tools ask :func:`lessons`.
 from __future__ import annotations
 
 import importlib
+import tomllib
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-
-import tomllib
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
