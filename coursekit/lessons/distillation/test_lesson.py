@@ -124,29 +124,34 @@ def test_inference_mode_recompiles_a_compiled_teacher() -> None:
     assert counter.frame_count == 2
 
 
+TOLERANCE = {False: {"rtol": 1e-4, "atol": 1e-6}, True: {"rtol": 2e-2, "atol": 1e-3}}  # by amp: fp32, bf16
+
+
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "eager"])
-def test_variants_wire_the_same_step_as_eager(variant: str, dynamo_only) -> None:
+def test_variants_wire_the_same_step_as_eager(variant: str, amp: bool, dynamo_only) -> None:
     batch = image_batch(SMOKE, 0)
-    eager, other = build("eager", SMOKE), build(variant, SMOKE)
+    eager, other = build("eager", SMOKE, amp=amp), build(variant, SMOKE, amp=amp)
     for _ in range(2):  # the second step checks the optimiser saw the same gradients
-        torch.testing.assert_close(other.step(*batch), eager.step(*batch), rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(other.step(*batch), eager.step(*batch), **TOLERANCE[amp])
     assert (variant == "one graph") == hasattr(other.model, "_orig_mod")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16"])
-def test_inductor_variants_match_eager(amp: bool) -> None:
-    """Wiring, not size: one block each keeps Inductor's compiles (four variants) short."""
+def test_inductor_variants_match_eager() -> None:
+    """Wiring, not size: one block each keeps Inductor's compiles (three variants) short. In fp32 only: the test
+    above checks the wiring under bf16 autocast with Dynamo's capture, and lesson 3's notebook (executed by
+    tests/test_notebooks.py) runs every variant with Inductor in bf16 and compares the one-graph loss curve with
+    eager's. A bf16 pass here cost about 45 s of a fresh-clone `make test`."""
     batch = image_batch(SMOKE, 0)
     tiny = dataclasses.replace(shapes(SMOKE), student=ViTShape(1, 16, 2), teacher=ViTShape(1, 16, 2))
-    eager = build("eager", SMOKE, amp=amp, vits=tiny)
+    eager = build("eager", SMOKE, vits=tiny)
     expected = [eager.step(*batch) for _ in range(2)]
-    tol = {"rtol": 2e-2, "atol": 1e-3} if amp else {"rtol": 1e-4, "atol": 1e-5}
     for variant in VARIANTS:
         torch.compiler.reset()
-        setup = build(variant, SMOKE, amp=amp, vits=tiny)
+        setup = build(variant, SMOKE, vits=tiny)
         for want in expected:
-            torch.testing.assert_close(setup.step(*batch), want, **tol, msg=f"{variant}, amp={amp}")
+            torch.testing.assert_close(setup.step(*batch), want, rtol=1e-4, atol=1e-5, msg=variant)
 
 
 def test_breakeven_steps() -> None:
