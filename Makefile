@@ -37,11 +37,19 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
-setup:  ## create .venv with the pinned dependencies and this kit (editable)
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu: torch and torchvision from PyTorch's CPU-only index first (no CUDA
+# libraries), then the rest; the pins still hold (2.14.1+cpu satisfies torch==2.14.1). Not tried on this project's
+# machines, which reach PyPI only.
+TORCH_INDEX ?=
+TORCH_PINS = $(shell grep -E '^(torch|torchvision)==' requirements.txt)
+
+setup:  ## create .venv with the pinned dependencies and this kit (editable; TORCH_INDEX=... for a CPU-only torch)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"
-	@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too)"
+	@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too; for a"
+	@echo "CPU-only torch: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
+	$(if $(TORCH_INDEX),$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) $(TORCH_PINS))
 	$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .
 	$(BIN)/python -c "import torch, torchvision, timm; print('torch', torch.__version__, '| torchvision', torchvision.__version__, '| timm', timm.__version__, '| cuda', torch.cuda.is_available())"
 

@@ -122,9 +122,10 @@ make check EX=01   # workshop mode: check exercise 1 quickly, and see your progr
 ```
 
 `make setup` installs torch with its CUDA libraries (about 5 GB; they run on a CPU too) and takes a few
-minutes. `make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then
-follows it); `make check EX=01 FULL=1` adds the timed checks; `make grade` runs every check in this kit on
-`exercises/`.
+minutes; on a machine without an NVIDIA GPU, `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes
+torch and torchvision from PyTorch's CPU-only index instead (much smaller; the versions are the same).
+`make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then follows it);
+`make check EX=01 FULL=1` adds the timed checks; `make grade` runs every check in this kit on `exercises/`.
 
 In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
 piece at once; the hidden checks are not in this kit: they run when your instructor grades your work, and
@@ -151,11 +152,17 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
 .PHONY: setup lab check grade load-cache
 
-setup:  ## create .venv with the pinned dependencies and this kit
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu: torch and torchvision from PyTorch's CPU-only index first
+TORCH_INDEX ?=
+TORCH_PINS = $(shell grep -E '^(torch|torchvision)==' requirements.txt)
+
+setup:  ## create .venv with the pinned dependencies and this kit (TORCH_INDEX=... for a CPU-only torch)
 \t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 \t$(BIN)/python -m pip install --quiet --upgrade pip
 \t@echo "installing torch, torchvision, timm, JupyterLab and the rest of requirements.txt: torch brings its"
-\t@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too)"
+\t@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too; for a"
+\t@echo "CPU-only torch: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
+\t$(if $(TORCH_INDEX),$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) $(TORCH_PINS))
 \t$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .
 
 lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
