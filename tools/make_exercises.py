@@ -18,8 +18,8 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 from nbgrader.apps import NbGraderAPI
@@ -66,25 +66,12 @@ def generate_assignment(course: Path, solution: Path, db_url: str | None = None,
     config.CourseDirectory.db_url = db_url
     config.IncludeHeaderFooter.header = str(header_notebook)
     # in this process: a `python -m nbgrader` per notebook spent 3-4 s of its 4 starting up (26 s for seven)
-    with _path_to_alembic(), contextlib.chdir(course):
+    # nbgrader's gradebook runs the `alembic` command, which lives beside this interpreter
+    with mock.patch.dict(os.environ, PATH=nbgrader_env()["PATH"]), contextlib.chdir(course):
         result = NbGraderAPI(config=config).generate_assignment(assignment, force=True, create=True)
     if not result["success"]:
         raise SystemExit(f"nbgrader generate_assignment failed for {solution.name}:\n{result.get('log', '')}")
     return course / "release" / assignment / solution.name
-
-
-@contextlib.contextmanager
-def _path_to_alembic() -> Iterator[None]:
-    """nbgrader's gradebook runs the `alembic` command, which lives beside this interpreter."""
-    before = os.environ.get("PATH")
-    os.environ["PATH"] = nbgrader_env()["PATH"]
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PATH", None)
-        else:
-            os.environ["PATH"] = before
 
 
 def nbgrader_env() -> dict[str, str]:
