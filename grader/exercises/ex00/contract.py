@@ -12,9 +12,9 @@ NAMES = (
     ),
     Name(
         "count_compiles",
-        "def count_compiles(fn, shapes, dynamic=False) -> list[int]: after torch.compiler.reset(), fn "
-        "compiled with a CompileCounter backend and dynamic=dynamic, called on torch.randn(shape) for each "
-        "shape; the graphs compiled so far after each call.",
+        "def count_compiles(fn, calls, dynamic=False) -> list[int]: after torch.compiler.reset(), fn "
+        "compiled with a CompileCounter backend and dynamic=dynamic, called on each tuple of arguments in calls "
+        "(tensors and Python numbers); the graphs compiled so far after each call.",
     ),
     Name(
         "inductor_code",

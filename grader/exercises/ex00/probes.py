@@ -5,6 +5,8 @@ The functions handed to the learner's code live here, because the learner's code
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from coursekit.lessons.orientation.givens import graph_calls
@@ -17,8 +19,8 @@ CAPTURE_HINT = (
 )
 COUNT_HINT = (
     "Start from a clean slate (torch.compiler.reset()), compile fn with a counting backend "
-    "(torch._dynamo.testing.CompileCounter()) and dynamic=dynamic, call it on torch.randn(shape) for each "
-    "shape, and record counter.frame_count after each call."
+    "(torch._dynamo.testing.CompileCounter()) and dynamic=dynamic, call it on each tuple of arguments in "
+    "turn (compiled(*args)), and record counter.frame_count after each call."
 )
 
 
@@ -27,9 +29,9 @@ def gate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(x) * torch.tanh(y) + x.relu()
 
 
-def scale_shift(x: torch.Tensor) -> torch.Tensor:
-    """The public check's function to count compiles of (any shape will do)."""
-    return x * 2 + 1
+def affine(x: torch.Tensor, k: float) -> torch.Tensor:
+    """The public check's function to count compiles of: a tensor of any shape and a Python number."""
+    return x * k + 1
 
 
 def sin_cos(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -44,12 +46,28 @@ def branchy(x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(x) - 1
 
 
-def wide(x: torch.Tensor) -> torch.Tensor:
-    """A second function to count compiles of (any rank)."""
-    return (x - x.mean()) * 3
+def centred(x: torch.Tensor, k: float) -> torch.Tensor:
+    """A second function to count compiles of (a tensor of any rank, and a Python number)."""
+    return (x - x.mean()) * k
 
 
-FUNCTIONS = {f.__name__: f for f in (gate, scale_shift, sin_cos, branchy, wide)}
+FUNCTIONS = {f.__name__: f for f in (gate, affine, sin_cos, branchy, centred)}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
+
+def build_call(spec: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """One call's arguments from the judge's description: ``{"shape", "dtype", "grad"}`` is a fresh random tensor,
+    ``{"int": n}`` and ``{"float": v}`` are Python numbers."""
+    args: list[Any] = []
+    for arg in spec:
+        if "shape" in arg:
+            shape = tuple(int(n) for n in arg["shape"])
+            args.append(torch.randn(shape, dtype=DTYPES[arg["dtype"]], requires_grad=bool(arg["grad"])))
+        elif "int" in arg:
+            args.append(int(arg["int"]))
+        else:
+            args.append(float(arg["float"]))
+    return tuple(args)
 
 
 @probe("ex00.capture")
@@ -76,17 +94,17 @@ def capture(call: Call) -> Reply:
     return Reply({"calls": calls}, {"out": plain(out, "the captured graph's output")})
 
 
-def _counts(call: Call, fn_name: str, shapes: list[list[int]], dynamic: bool | None) -> list[int]:
-    shapes = [tuple(s) for s in shapes]
+def _counts(call: Call, fn_name: str, specs: list[list[dict]], dynamic: bool | None) -> list[int]:
+    calls = [build_call(spec) for spec in specs]
     count_compiles = call.get("count_compiles")
-    got = learner_call(lambda: count_compiles(FUNCTIONS[fn_name], shapes, dynamic=dynamic), (), "count_compiles")
+    got = learner_call(lambda: count_compiles(FUNCTIONS[fn_name], calls, dynamic=dynamic), (), "count_compiles")
     if (
         not isinstance(got, (list, tuple))
-        or len(got) != len(shapes)
+        or len(got) != len(calls)
         or not all(isinstance(n, int) and not isinstance(n, bool) for n in got)
     ):
         raise Failure(
-            f"count_compiles must return a list of {len(shapes)} ints (graphs compiled so far after each "
+            f"count_compiles must return a list of {len(calls)} ints (graphs compiled so far after each "
             f"call), got {got!r:.200}. {COUNT_HINT}"
         )
     return [int(n) for n in got]
@@ -95,7 +113,7 @@ def _counts(call: Call, fn_name: str, shapes: list[list[int]], dynamic: bool | N
 @probe("ex00.counts")
 def counts(call: Call) -> Reply:
     """The learner's ``count_compiles`` for each requested case, back to back, in order."""
-    return Reply({"counts": [_counts(call, case["fn"], case["shapes"], case["dynamic"]) for case in call.arg("cases")]})
+    return Reply({"counts": [_counts(call, case["fn"], case["calls"], case["dynamic"]) for case in call.arg("cases")]})
 
 
 @probe("ex00.inductor_code")

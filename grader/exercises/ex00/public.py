@@ -1,9 +1,11 @@
 """Exercise 0, public checks (ship in the learner kit): the graph Dynamo hands a backend, compiles counted per
-input shape with ``dynamic=False``, and the kernel Inductor generates. Each compares with the given functions
+new guard with ``dynamic=False``, and the kernel Inductor generates. Each compares with the given functions
 themselves or a counting rule, never with a reference solution. The hidden checks live in ``hidden.py``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -51,21 +53,57 @@ def captured(learner, fn: str, args: tuple[torch.Tensor, ...], ops: set[str], ab
     )
 
 
-def distinct_so_far(shapes: list[tuple[int, ...]]) -> list[int]:
-    """With ``dynamic=False`` Dynamo compiles once per new shape: the number of distinct shapes so far."""
-    seen: set[tuple[int, ...]] = set()
+Arg = dict[str, Any]  # one argument, as probes.build_call reads it
+
+
+def tensor(*shape: int, dtype: str = "float32", grad: bool = False) -> Arg:
+    """A fresh random tensor of this shape and dtype, requiring gradients or not."""
+    return {"shape": list(shape), "dtype": dtype, "grad": grad}
+
+
+def number(value: float) -> Arg:
+    """A Python int or float."""
+    return {"int": value} if isinstance(value, int) else {"float": value}
+
+
+def guard_key(call: list[Arg]) -> tuple:
+    """What Dynamo's guards see of one call with ``dynamic=False``: each tensor's shape, dtype and requires_grad,
+    and each number's type and value."""
+    return tuple(tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in arg.items())) for arg in call)
+
+
+def describe(call: list[Arg]) -> str:
+    """``(float64[4, 3] requires_grad, 2)``, as a learner would write the call."""
+    parts = []
+    for arg in call:
+        if "shape" in arg:
+            grad = " requires_grad" if arg["grad"] else ""
+            parts.append(f"{arg['dtype']}{list(arg['shape'])}{grad}")
+        else:
+            parts.append(repr(arg.get("int", arg.get("float"))))
+    return "(" + ", ".join(parts) + ")"
+
+
+def describe_calls(calls: list[list[Arg]]) -> str:
+    return "[" + ", ".join(describe(c) for c in calls) + "]"
+
+
+def distinct_so_far(calls: list[list[Arg]]) -> list[int]:
+    """With ``dynamic=False`` Dynamo compiles once per call whose guards no earlier graph passes: the number of
+    distinct guard keys so far."""
+    seen: set[tuple] = set()
     out = []
-    for shape in shapes:
-        seen.add(tuple(shape))
+    for call in calls:
+        seen.add(guard_key(call))
         out.append(len(seen))
     return out
 
 
-def counts(learner, cases: list[tuple[str, list[tuple[int, ...]], bool | None]]) -> list[list[int]]:
-    """The learner's ``count_compiles(fn, shapes, dynamic)`` for each case, run back to back in the worker."""
+def counts(learner, cases: list[tuple[str, list[list[Arg]], bool | None]]) -> list[list[int]]:
+    """The learner's ``count_compiles(fn, calls, dynamic)`` for each case, run back to back in the worker."""
     got = learner.ask(
         "ex00.counts",
-        {"cases": [{"fn": f, "shapes": [list(s) for s in shapes], "dynamic": d} for f, shapes, d in cases]},
+        {"cases": [{"fn": f, "calls": calls, "dynamic": d} for f, calls, d in cases]},
     )
     lists = got.value("counts", list)
     if len(lists) != len(cases) or not all(
@@ -95,26 +133,40 @@ def capture_graph_ops(learner, ctx) -> None:
 
 @check("ex00.recompiles.count", kind="structure", points=2, needs=("count_compiles",), public=True)
 def recompiles_static(learner, ctx) -> Measured:
-    """With dynamic=False, count_compiles reports one compile per new input shape, after each call."""
-    cases = [[(6,), (9,), (12,), (6,)], [(4, 3), (4, 3), (4, 5), (2, 5)]]
-    got = counts(learner, [("scale_shift", shapes, False) for shapes in cases])
-    for shapes, g in zip(cases, got):
-        want = distinct_so_far(shapes)
+    """With dynamic=False, count_compiles reports one compile per new combination of guarded properties (a tensor's
+    shape, dtype and requires_grad, a Python number's value), after each call."""
+    cases = [
+        [[tensor(6), number(2)], [tensor(6), number(2)], [tensor(6, dtype="float64"), number(2)]]
+        + [[tensor(6), number(3)], [tensor(6, grad=True), number(3)], [tensor(6), number(3)]],
+        [[tensor(4, 3), number(2)], [tensor(4, 3), number(2)], [tensor(4, 5), number(2)], [tensor(4, 7), number(2)]]
+        + [[tensor(2, 7), number(2)], [tensor(2, 7, dtype="bfloat16"), number(2)]],
+    ]
+    got = counts(learner, [("affine", calls, False) for calls in cases])
+    for i, (calls, g) in enumerate(zip(cases, got)):
+        want = distinct_so_far(calls)
         if g != want:
-            hint = (
-                "Your counts are lower: was dynamic=False passed on to torch.compile? By default a size that "
-                "changes becomes symbolic after one recompile (automatic dynamic). "
-                if sum(g) < sum(want)
-                else ""
-            )
+            if i and got[0] == distinct_so_far(cases[0]):
+                hint = (
+                    "The first count was right, this one came right after it: did graphs compiled for the first "
+                    "count stay attached to the function? They count towards torch._dynamo.config.recompile_limit "
+                    "(8), after which Dynamo runs the function eagerly without compiling. "
+                )
+            elif sum(g) < sum(want):
+                hint = (
+                    "Your counts are lower: was dynamic=False passed on to torch.compile? By default a size or an "
+                    "integer that changes becomes symbolic after one recompile (automatic dynamic). "
+                )
+            else:
+                hint = ""
             raise Shortfall(
-                f"shapes {shapes} with dynamic=False: your compiles so far are {g}, expected {want} "
-                f"(a new graph for each new shape, none for a shape seen before). {hint}{COUNT_HINT}",
+                f"calls {describe_calls(calls)} of `x * k + 1` with dynamic=False: your compiles so far are {g}, "
+                f"expected {want} (a new graph for each new combination of shape, dtype, requires_grad and "
+                f"number, none for one seen before). {hint}{COUNT_HINT}",
                 measured=g[-1],
                 required=want[-1],
             )
-    want = distinct_so_far(cases[-1])
-    return Measured(want[-1], want[-1], f"compiles so far {want} for shapes {cases[-1]}")
+    want = distinct_so_far(cases[0])
+    return Measured(want[-1], want[-1], f"compiles so far {want} for calls {describe_calls(cases[0])}")
 
 
 @check("ex00.inductor.code", kind="structure", points=2, needs=("inductor_code",), public=True)

@@ -11,8 +11,9 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
     ),
     "no reset before counting": (
         {"    torch.compiler.reset()\n    counter = CompileCounter()": "    counter = CompileCounter()"},
-        # the first count is right; asked again, the compiled versions left over hit the recompile limit
-        {"ex00.recompiles.unseen"},
+        # each first count is right; the public check's second count starts with the first one's 4 graphs left
+        # over and reaches the recompile limit (8), and the hidden check asks its first count again
+        {"ex00.recompiles.count", "ex00.recompiles.unseen"},
     ),
     "no reset before capturing": (
         {"    torch.compiler.reset()\n    graphs = []": "    graphs = []"},
