@@ -50,14 +50,29 @@ class NaiveSmoothedCE(nn.Module):
 
 
 def naive_train_step(
-    model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor
+    model: nn.Module,
+    loss_fn: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    micro_batches: int = 2,
+    max_norm: float = 1.0,
 ) -> float:
-    """A training step that returns a Python float: it waits for the device every step."""
+    """Gradient accumulation over equal micro-batches, then the gradients' total norm clipped to ``max_norm``, then
+    one optimizer step; returns the batch's mean loss. Right, and it waits for the device several times a step."""
     optimizer.zero_grad()
-    loss = loss_fn(model(images), labels)
-    loss.backward()
+    total = 0.0
+    for x, y in zip(images.chunk(micro_batches), labels.chunk(micro_batches)):
+        loss = loss_fn(model(x), y) / micro_batches
+        loss.backward()
+        total += loss.item()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    if norm > max_norm:
+        for g in grads:
+            g.mul_(max_norm / (norm + 1e-6))
     optimizer.step()
-    return loss.item()
+    return total
 
 
 def sample_inputs(

@@ -23,13 +23,16 @@ NAMES = (
     ),
     Name(
         "train_step",
-        "def train_step(model, loss_fn, optimizer, images, labels) -> Tensor: one optimisation step returning"
-        " the loss as a detached tensor, without reading it on the host.",
+        "def train_step(model, loss_fn, optimizer, images, labels, micro_batches=2, max_norm=1.0) -> Tensor: "
+        "gradients accumulated over micro_batches equal parts of the batch (each loss divided by micro_batches), "
+        "their total norm clipped to max_norm, one optimizer step; returns the batch's mean loss as a detached "
+        "tensor, and never waits for the device.",
     ),
 )
 
 # Interface names that lesson code defines on purpose (the release scan reports them instead of refusing).
 SHOWN_IN_LESSONS = {
-    "train_step": "coursekit/training.py: lesson 1 measures this step; exercise 1's task 4 asks for the same "
-    "step, so it can be pasted (the exercise redesign replaces task 4)",
+    "train_step": "coursekit/training.py: lesson 1 measures this plain step; exercise 1's task 4 asks for a step "
+    "that accumulates micro-batches and clips gradients under the same name (tests/test_paste.py grades the "
+    "plain one pasted in, and it fails)",
 }

@@ -10,7 +10,7 @@ from torch import nn
 from coursekit.lessons.cross_entropy.givens import IGNORE_INDEX, NaiveSmoothedCE, sample_inputs
 from coursekit.models import ToyConvNet
 from grader.exercises.ex01.public import PUBLIC_CASES, VALUE_HINT, Case, Expected, expect_values, loss_args, stored
-from grader.exercises.ex01.reference import sgd_step, smoothed_ce
+from grader.exercises.ex01.reference import accumulated_step, smoothed_ce
 from grader.judging import assert_close, assert_consistent
 from grader.registry import Measured, Shortfall, check
 from grader.speed import compare_checked
@@ -202,39 +202,55 @@ def _training_inputs(state: dict, batches: list) -> dict[str, torch.Tensor]:
 
 @check("ex01.train_step.update", kind="correctness", points=2, needs=("train_step",))
 def train_step_update(learner, ctx) -> None:
-    """train_step updates the model exactly like a reference step (zero_grad, backward, step) and returns the loss."""
-    state, batches = _tiny_training(ctx, seed=1)
-    got = learner.ask("ex01.train", {"steps": len(batches)}, _training_inputs(state, batches))
-    model = ToyConvNet(image_size=16, num_classes=10)
-    model.load_state_dict(state)
-    model = model.to(ctx.device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = got.tensor("losses", shape=(len(batches),))
-    for step, (images, labels) in enumerate(batches):
-        want = sgd_step(model, nn.CrossEntropyLoss(), optimizer, images.to(ctx.device), labels.to(ctx.device))
-        assert_close(losses[step], want, torch.float32, f"loss returned by train_step at step {step}")
-    for name, p in model.named_parameters():
-        assert_close(
-            got.tensor(f"param.{name}", shape=tuple(p.shape)),
-            p,
-            torch.float32,
-            f"parameter {name} after {len(batches)} steps",
-            "Each step must zero the gradients, run forward and backward once, then optimizer.step().",
-        )
+    """train_step updates the model exactly like the grader's step (gradients accumulated over equal micro-batches,
+    clipped to max_norm, one optimizer step) and returns the batch's mean loss, for two settings."""
+    for seed, micro_batches, max_norm in ((1, 4, 0.05), (3, 2, 100.0)):  # clipping active, then not
+        state, batches = _tiny_training(ctx, seed=seed)
+        step_args = {"micro_batches": micro_batches, "max_norm": max_norm}
+        got = learner.ask("ex01.train", {"steps": len(batches), **step_args}, _training_inputs(state, batches))
+        model = ToyConvNet(image_size=16, num_classes=10)
+        model.load_state_dict(state)
+        model = model.to(ctx.device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        losses = got.tensor("losses", shape=(len(batches),))
+        setting = f"micro_batches={micro_batches}, max_norm={max_norm}"
+        for step, (images, labels) in enumerate(batches):
+            want = accumulated_step(
+                model, nn.CrossEntropyLoss(), optimizer, images.to(ctx.device), labels.to(ctx.device), **step_args
+            )
+            assert_close(
+                losses[step],
+                want,
+                torch.float32,
+                f"loss returned by train_step at step {step} ({setting})",
+                "Return the batch's mean loss: the micro-batches' losses, each divided by micro_batches, summed.",
+            )
+        for name, p in model.named_parameters():
+            assert_close(
+                got.tensor(f"param.{name}", shape=tuple(p.shape)),
+                p,
+                torch.float32,
+                f"parameter {name} after {len(batches)} steps ({setting})",
+                "Each step must zero the gradients, run forward and backward on each micro-batch with its loss "
+                "divided by micro_batches, clip the total gradient norm to max_norm "
+                "(torch.nn.utils.clip_grad_norm_), then call optimizer.step() once.",
+            )
 
 
 @check("ex01.train_step.no_sync", kind="structure", points=2, needs=("train_step",))
 def train_step_no_sync(learner, ctx) -> Measured:
-    """train_step never waits for the device: no .item(), .tolist(), printing or asserting on tensor values."""
+    """train_step never waits for the device: no .item(), float(), Python if on a tensor, printing or asserting."""
     state, batches = _tiny_training(ctx, seed=2)
-    seen = learner.ask("ex01.train_sync", {}, _training_inputs(state, batches[:2]))
-    own = learner.ask("ex01.train", {"steps": 2}, _training_inputs(state, batches[:2]))
+    step_args = {"micro_batches": 4, "max_norm": 0.05}
+    seen = learner.ask("ex01.train_sync", step_args, _training_inputs(state, batches[:2]))
+    own = learner.ask("ex01.train", {"steps": 2, **step_args}, _training_inputs(state, batches[:2]))
     assert_consistent(seen.tensor("loss"), own.tensor("losses", shape=(2,))[1], "the loss of train_step's second step")
     syncs = sum(seen.counts("syncs").values())
     if syncs:
         raise Shortfall(
-            f"train_step synchronises with the device: {seen.text('summary')}. Keep the loss as a tensor; "
-            "log it every N steps, outside the step.",
+            f"train_step synchronises with the device: {seen.text('summary')}. Keep the loss as a tensor and add "
+            "the micro-batches' losses on the device; clip without a Python `if` on the norm; log every N steps, "
+            "outside the step.",
             measured=syncs,
             required=0,
         )

@@ -128,8 +128,16 @@ def _tiny_training(call: Call) -> tuple[nn.Module, torch.optim.Optimizer]:
 
 def _raw_step(call: Call, model, optimizer, i: int):
     return learner_call(
-        call.get("train_step"),
-        (model, nn.CrossEntropyLoss(), optimizer, call.input(f"images{i}"), call.input(f"labels{i}")),
+        lambda: call.get("train_step")(
+            model,
+            nn.CrossEntropyLoss(),
+            optimizer,
+            call.input(f"images{i}"),
+            call.input(f"labels{i}"),
+            micro_batches=int(call.arg("micro_batches")),
+            max_norm=float(call.arg("max_norm")),
+        ),
+        (),
         "train_step",
     )
 
@@ -161,7 +169,6 @@ def train_sync(call: Call) -> Reply:
     """Syncs in the learner's second train_step (the first is a warm-up)."""
     model, optimizer = _tiny_training(call)
     _checked(_raw_step(call, model, optimizer, 0))
-    images, labels = call.input("images1"), call.input("labels1")
     with watch_traffic(call.device) as seen:
-        got = call.get("train_step")(model, nn.CrossEntropyLoss(), optimizer, images, labels)
+        got = _raw_step(call, model, optimizer, 1)
     return Reply({"syncs": dict(seen.syncs), "summary": seen.summary()}, {"loss": _checked(got)})

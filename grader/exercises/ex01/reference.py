@@ -20,15 +20,26 @@ def smoothed_ce(
     return loss.detach(), x.grad
 
 
-def sgd_step(
-    model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor
+def accumulated_step(
+    model: nn.Module,
+    loss_fn: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    micro_batches: int,
+    max_norm: float,
 ) -> torch.Tensor:
-    """One optimisation step; the detached loss."""
+    """One optimisation step over ``micro_batches`` equal parts of the batch, gradients clipped to ``max_norm``;
+    the batch's mean loss, detached."""
     optimizer.zero_grad(set_to_none=True)
-    loss = loss_fn(model(images), labels)
-    loss.backward()
+    total = torch.zeros((), device=images.device)
+    for x, y in zip(images.chunk(micro_batches), labels.chunk(micro_batches)):
+        loss = loss_fn(model(x), y) / micro_batches
+        loss.backward()
+        total += loss.detach()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     optimizer.step()
-    return loss.detach()
+    return total
 
 
 def fixture_expected(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

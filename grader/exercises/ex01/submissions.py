@@ -7,14 +7,32 @@ from __future__ import annotations
 WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
     "sync in the step": (
         {
-            "    optimizer.step()\n    return loss.detach()": (
+            "    optimizer.step()\n    return total": (
                 "    optimizer.step()\n"
-                "    if not torch.isfinite(loss):\n"
+                "    if not torch.isfinite(total):\n"
                 "        raise FloatingPointError('loss diverged')\n"
-                "    return loss.detach()"
+                "    return total"
             )
         },
         {"ex01.train_step.no_sync"},
+    ),
+    "clipping decided on the host": (
+        {
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)": (
+                "    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float('inf'))\n"
+                "    if norm > max_norm:\n"
+                "        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)"
+            )
+        },
+        {"ex01.train_step.no_sync"},
+    ),
+    "no clipping": (
+        {"    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n": ""},
+        {"ex01.train_step.update"},
+    ),
+    "micro-batch losses not divided": (
+        {"        loss = loss_fn(model(x), y) / micro_batches\n": "        loss = loss_fn(model(x), y)\n"},
+        {"ex01.train_step.update"},
     ),
     "assert in the loss": (
         {
