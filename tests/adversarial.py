@@ -30,7 +30,7 @@ BUILTIN, COMPILED_SPEED, UPDATE, NO_SYNC = (
 )
 RETURN = "        return ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()"
 INIT = '        self.register_buffer("weight", torch.tensor(class_weights, dtype=torch.float32))'
-STEP = "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)"
+STEP = "    optimizer.zero_grad(set_to_none=True)\n    total = torch.zeros((), device=images.device)"
 BUILTIN_RETURN = "    return nn.CrossEntropyLoss(\n"
 # the grader's naive loss in place of the learner's: right values, no speed
 NAIVE = {"class SmoothedCE(nn.Module):": "class _Unused(nn.Module):"}

@@ -131,8 +131,8 @@ def test_a_crash_and_a_hang_cost_only_their_own_checks(grade, tmp_path: Path) ->
         SOLUTION_01,
         tmp_path / SOLUTION_01.name,
         {
-            "    optimizer.zero_grad(set_to_none=True)\n    loss = loss_fn(model(images), labels)": (
-                "    import os\n    os._exit(3)\n    loss = loss_fn(model(images), labels)"
+            "    optimizer.zero_grad(set_to_none=True)\n    total = torch.zeros((), device=images.device)": (
+                "    import os\n    os._exit(3)\n    total = torch.zeros((), device=images.device)"
             ),
             "    return nn.CrossEntropyLoss(\n": ("    while True:\n        pass\n    return nn.CrossEntropyLoss(\n"),
         },

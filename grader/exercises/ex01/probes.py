@@ -150,7 +150,7 @@ def _checked(got) -> torch.Tensor:
         )
     loss = plain(got, "train_step's result")
     if got.requires_grad:
-        raise Failure("train_step returned a loss that still holds the autograd graph: return loss.detach()")
+        raise Failure("train_step returned a loss that still holds the autograd graph: return a detached tensor")
     return loss
 
 
