@@ -59,6 +59,14 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtyp
         )
 
 
+def assert_parameters_close(answer, prefix: str, model: torch.nn.Module, what: str, hint: str = "") -> None:
+    """Each of ``model``'s parameters (the grader's, after its reference steps) against the tensor
+    ``{prefix}{name}`` a probe reported from the learner's model, at float32's tolerance."""
+    for name, p in model.named_parameters():
+        got = answer.tensor(f"{prefix}{name}", shape=tuple(p.shape))
+        assert_close(got, p, torch.float32, f"parameter {name} {what}", hint)
+
+
 def fixture_path(exercise: str) -> Path:
     return HERE / exercise / "fixtures.safetensors"
 

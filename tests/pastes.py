@@ -25,7 +25,7 @@ from pathlib import Path
 import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 
-from coursekit.lessons import lessons
+from coursekit.lessons import lesson
 from grader.interface import INTERFACE, NOTEBOOKS
 from tests.submissions import ROOT
 
@@ -170,14 +170,9 @@ def _kit_imports(tree: ast.Module) -> dict[str, object]:
     return found
 
 
-def lesson_notebook(exercise: str) -> str:
-    number = int(exercise[2:])
-    return next(f"notebooks/{lesson.notebook}" for lesson in lessons() if lesson.number == number)
-
-
 def pastes(exercise: str, lesson_path: str | None = None) -> Iterator[Paste]:
     """Every paste of a cell of the exercise's lesson that the checks could call as one of the exercise's names."""
-    lesson_path = lesson_path or lesson_notebook(exercise)
+    lesson_path = lesson_path or f"notebooks/{lesson(exercise).notebook}"
     nb = nbformat.read(ROOT / lesson_path, as_version=4)
     trees = [(i, c.source, _python(c.source)) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     imports = [line for _, _, tree in trees if tree for line in _imports(tree)]

@@ -14,9 +14,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from coursekit.lessons import lesson
 from grader.interface import INTERFACE, NOTEBOOKS
 from grader.registry import checks_for
-from tests.pastes import Paste, lesson_notebook, paste_rounds, pastes, plausible, stub_shapes, words, write_round
+from tests.pastes import Paste, paste_rounds, pastes, plausible, stub_shapes, words, write_round
 from tests.submissions import ROOT
 
 
@@ -73,5 +74,5 @@ def test_pastes_include_the_lesson_tools_a_learner_would_rename() -> None:
     assert words("FixedGatedMLP") == {"fixed", "gated", "mlp"} and words("count_compiles") == {"count", "compiles"}
     stub = stub_shapes("ex00")["count_compiles"][1]
     other = next(p for p in pastes("ex00") if p.binds == "compiles_so_far")
-    assert isinstance(other, Paste) and other.lesson == lesson_notebook("ex00")
+    assert isinstance(other, Paste) and other.lesson == f"notebooks/{lesson('ex00').notebook}"
     assert plausible("count_compiles", stub, "count_graphs", stub)

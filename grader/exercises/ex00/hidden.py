@@ -79,8 +79,8 @@ def recompiles_unseen(learner, ctx) -> Measured:
             f"the same count asked again (calls {describe_calls(one_d)}, dynamic=False) gave {got[-1]}, the "
             f"first time {got[0]} (right). Something carried over between calls: compiled versions stay "
             "attached to the function's code object, and all of them count towards "
-            "torch._dynamo.config.recompile_limit (8), after which Dynamo silently runs the function "
-            "eagerly. Call torch.compiler.reset() before counting.",
+            f"torch._dynamo.config.recompile_limit ({torch._dynamo.config.recompile_limit}), after which Dynamo "
+            "silently runs the function eagerly. Call torch.compiler.reset() before counting.",
             measured=got[-1][-1],
             required=want[-1][-1],
         )

@@ -149,7 +149,8 @@ def recompiles_static(learner, ctx) -> Measured:
                 hint = (
                     "The first count was right, this one came right after it: did graphs compiled for the first "
                     "count stay attached to the function? They count towards torch._dynamo.config.recompile_limit "
-                    "(8), after which Dynamo runs the function eagerly without compiling. "
+                    f"({torch._dynamo.config.recompile_limit}), after which Dynamo runs the function eagerly without "
+                    "compiling. "
                 )
             elif sum(g) < sum(want):
                 hint = (

@@ -11,7 +11,7 @@ from coursekit.lessons.cross_entropy.givens import IGNORE_INDEX, NaiveSmoothedCE
 from coursekit.models import ToyConvNet
 from grader.exercises.ex01.public import PUBLIC_CASES, VALUE_HINT, Case, Expected, expect_values, loss_args, stored
 from grader.exercises.ex01.reference import accumulated_step, smoothed_ce
-from grader.judging import assert_close, assert_consistent
+from grader.judging import assert_close, assert_consistent, assert_parameters_close
 from grader.registry import Measured, Shortfall, check
 from grader.speed import compare_checked
 
@@ -225,16 +225,15 @@ def train_step_update(learner, ctx) -> None:
                 f"loss returned by train_step at step {step} ({setting})",
                 "Return the batch's mean loss: the micro-batches' losses, each divided by micro_batches, summed.",
             )
-        for name, p in model.named_parameters():
-            assert_close(
-                got.tensor(f"param.{name}", shape=tuple(p.shape)),
-                p,
-                torch.float32,
-                f"parameter {name} after {len(batches)} steps ({setting})",
-                "Each step must zero the gradients, run forward and backward on each micro-batch with its loss "
-                "divided by micro_batches, clip the total gradient norm to max_norm "
-                "(torch.nn.utils.clip_grad_norm_), then call optimizer.step() once.",
-            )
+        assert_parameters_close(
+            got,
+            "param.",
+            model,
+            f"after {len(batches)} steps ({setting})",
+            "Each step must zero the gradients, run forward and backward on each micro-batch with its loss "
+            "divided by micro_batches, clip the total gradient norm to max_norm "
+            "(torch.nn.utils.clip_grad_norm_), then call optimizer.step() once.",
+        )
 
 
 @check("ex01.train_step.no_sync", kind="structure", points=2, needs=("train_step",))

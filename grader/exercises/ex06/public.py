@@ -10,7 +10,7 @@ import torch
 
 from coursekit.lessons.compile_time.givens import LR, STEPS, WEIGHT_DECAY, loss_fn, make_batch, make_model
 from grader.exercises.ex06.probes import REGIONAL_HINT, SCHEDULES, STEP_DEPTH, STEP_HINT
-from grader.judging import assert_close, assert_consistent
+from grader.judging import assert_close, assert_consistent, assert_parameters_close
 from grader.registry import Measured, check
 
 LINEARS_PER_BLOCK = 4  # a timm ViT block: qkv and proj in attention, fc1 and fc2 in the MLP
@@ -138,15 +138,14 @@ def optimizer_tensor_lr(learner, ctx) -> None:
     for name, p in model.named_parameters():
         p.grad = grads[name].to(p.device)
     reference.step()
-    for name, p in model.named_parameters():
-        assert_close(
-            got.tensor(f"w.{name}", shape=tuple(p.shape)),
-            p,
-            torch.float32,
-            f"{name} after one step of make_optimizer(model, lr={lrs[0]})",
-            "make_optimizer must build AdamW over model.parameters() with that learning rate and "
-            "weight_decay=WEIGHT_DECAY.",
-        )
+    assert_parameters_close(
+        got,
+        "w.",
+        model,
+        f"after one step of make_optimizer(model, lr={lrs[0]})",
+        "make_optimizer must build AdamW over model.parameters() with that learning rate and "
+        "weight_decay=WEIGHT_DECAY.",
+    )
 
 
 def eager_run(ctx, seed: int, lr: float, schedule: str, steps: int) -> tuple[list[float], list[float], dict]:
