@@ -51,11 +51,17 @@ def short_reason(reason) -> str:
     return f"{text}: {meaning}" if meaning else text
 
 
+def break_count(explanation) -> int:
+    """The graph breaks in a ``torch._dynamo.explain`` result. torch 2.14 can list a break reason and count 0
+    breaks (a branch whose taken side runs no operation), so the larger of the two is the count."""
+    return max(explanation.graph_break_count, len(explanation.break_reasons))
+
+
 def explain_counts(fn: Callable, *args) -> dict:
     """``torch._dynamo.explain(fn)(*args)`` boiled down: graphs, breaks and short reasons."""
     explanation = torch._dynamo.explain(fn)(*args)
     return {
         "graphs": explanation.graph_count,
-        "breaks": explanation.graph_break_count,
+        "breaks": break_count(explanation),
         "reasons": [short_reason(r) for r in explanation.break_reasons],
     }

@@ -553,6 +553,8 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         def grade_one(student: str, assignment: str = assignment, extra: list[str] = extra) -> None:
             nbgrader(course, "autograde", assignment, f"--student={student}", *extra, env=env)
 
+        with _gradebook(course):  # the course's row, made once: parallel nbgrader processes would race to insert it
+            pass
         with ThreadPoolExecutor(jobs) as pool:
             list(pool.map(grade_one, students))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.explain import short_reason
+from coursekit.explain import break_count, short_reason
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
 from coursekit.traffic import watch_traffic
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
@@ -111,7 +111,12 @@ def explain(call: Call) -> Reply:
     with torch.no_grad():
         out = plain(model(call.input("x0")), "FixedScorer's output")
     return Reply(
-        {"graph_count": info.graph_count, "break_count": info.graph_break_count, "reasons": reasons}, {"out0": out}
+        {
+            "graph_count": info.graph_count,
+            "break_count": break_count(info),
+            "reasons": reasons,
+        },
+        {"out0": out},
     )
 
 

@@ -1,0 +1,30 @@
+"""The learner kit's release scan, without nbgrader: nothing that ships defines a name learners must write.
+
+``make release`` runs the same scan on the staged kit (the workflow test, in ``make test``'s timing pass); this
+test runs it in ``make test-fast``, so a grader helper named like an interface name is caught in seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tools.classroom import forbidden_definitions, kit_files
+
+
+def test_no_shipped_module_defines_an_interface_name_or_a_reference_function(tmp_path: Path) -> None:
+    files, _ = kit_files()
+    for rel, src in files.items():
+        if rel.endswith(".py") or rel.startswith("notebooks/"):
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, tmp_path / rel)
+    assert any(rel.startswith("grader/exercises/") for rel in files), "the kit ships the public checks"
+    problems, _ = forbidden_definitions(tmp_path)
+    assert problems == [], problems
+
+
+def test_the_scan_refuses_a_shipped_module_that_defines_an_interface_name(tmp_path: Path) -> None:
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "helper.py").write_text("def op_counts(fn, args):\n    return {}\n")
+    problems, _ = forbidden_definitions(tmp_path)
+    assert problems and "op_counts" in problems[0], problems
