@@ -1,9 +1,10 @@
 """Exercise 5's given code: a small gated MLP, and the compiler bugs planted while it compiles.
 
-``exercise_bugs()`` plants two bugs in this process's torch for the length of a ``with`` block (see
-``coursekit.lessons.debugging.material``): one makes the compiled model give wrong results, the other makes a compile
-crash. Find them with your ladder and the compiler bisector rather than by reading this file: the
-grader plants other bugs, in operators this notebook never shows, to check your tools.
+``exercise_bugs()`` plants three bugs in this process's torch for the length of a ``with`` block (see
+``coursekit.lessons.debugging.material``): one makes the compiled model give wrong results, one makes a compile
+crash, and one shows only when the model trains. Find them with your ladder and the compiler bisector rather
+than by reading this file: the grader plants other bugs, in operators this notebook never shows, to check your
+tools.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from coursekit.lessons.debugging.material import LADDER, Bug, planted, restore_d
 DIM = 16  # features per token
 HIDDEN = 32  # width of the gated layer
 CLASSES = 5
-# the two bugs the exercise plants: what the learner must find with the ladder and the bisector, not read here
-EXERCISE_BUGS = (Bug("wrong_decomposition", "hardswish"), Bug("crashing_lowering", "sigmoid"))
+# the bugs the exercise plants: what the learner must find with the ladder and the bisector, not read here
+EXERCISE_BUGS = (
+    Bug("wrong_decomposition", "hardswish"),
+    Bug("crashing_lowering", "sigmoid"),
+    Bug("wrong_decomposition", "native_layer_norm_backward"),  # wrong gradients, right outputs
+)
 
 __all__ = [
     "CLASSES",
@@ -38,7 +43,8 @@ __all__ = [
 
 class GatedMLP(nn.Module):
     """LayerNorm, a gated MLP (an activation times a gate) with a residual, a mean over tokens and a
-    classifier: ``[B, T, DIM] -> [B, CLASSES]``."""
+    classifier: ``[B, T, DIM] -> [B, CLASSES]``. ``normalise``, ``activation`` and ``gate`` are methods, so a
+    subclass can replace each."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -48,6 +54,9 @@ class GatedMLP(nn.Module):
         self.head = nn.Linear(DIM, CLASSES)
         nn.init.normal_(self.up.weight, std=0.75)  # pre-activations of a few units: every regime of the activation
 
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x)
+
     def activation(self, a: torch.Tensor) -> torch.Tensor:
         return F.hardswish(a)
 
@@ -55,7 +64,7 @@ class GatedMLP(nn.Module):
         return torch.sigmoid(g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a, g = self.up(self.norm(x)).chunk(2, dim=-1)
+        a, g = self.up(self.normalise(x)).chunk(2, dim=-1)
         h = self.down(self.activation(a) * self.gate(g))
         return self.head((x + h).mean(1))
 
@@ -81,6 +90,6 @@ def make_input(
 
 @contextlib.contextmanager
 def exercise_bugs() -> Iterator[None]:
-    """Plant the exercise's two compiler bugs inside the block; torch is as it was afterwards."""
+    """Plant the exercise's three compiler bugs inside the block; torch is as it was afterwards."""
     with planted(*EXERCISE_BUGS):
         yield

@@ -102,7 +102,10 @@ def _wrong(original: Callable, scale: Callable[[Any], Any]) -> Callable:
         out = original(*args, **kwargs)
         if out is NotImplemented:
             return out
-        return (scale(out[0]), *out[1:]) if isinstance(out, tuple) else scale(out)
+        if not isinstance(out, tuple):
+            return scale(out)
+        first = next(i for i, t in enumerate(out) if t is not None)  # a backward's grad_input may be None
+        return (*out[:first], scale(out[first]), *out[first + 1 :])
 
     return wrong
 

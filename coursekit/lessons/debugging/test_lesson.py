@@ -39,7 +39,7 @@ from coursekit.lessons.debugging.material import (
 )
 from coursekit.versions import torch_before
 from grader.exercises.ex05.hidden import drawn, hidden_cases
-from grader.exercises.ex05.probes import DECOMPOSED, LOWERED, subject
+from grader.exercises.ex05.probes import BACKWARD, DECOMPOSED, LOWERED, subject
 
 aten = torch.ops.aten
 LESSON_OPS = {"decomposition": {"gelu"}, "lowering": {"tanh", "rsqrt"}}
@@ -100,12 +100,13 @@ def test_a_bug_that_cannot_be_planted_is_refused_and_nothing_stays_planted() -> 
     with pytest.raises(ValueError):
         Bug("crashing_lowering", "no_such_op")
     assert str(Bug("wrong_decomposition", "gelu")) == "wrong decomposition of aten.gelu"
-    assert env_for(*EXERCISE_BUGS) == {PLANTED_ENV: "wrong_decomposition:hardswish,crashing_lowering:sigmoid"}
+    assert env_for(*EXERCISE_BUGS[:2]) == {PLANTED_ENV: "wrong_decomposition:hardswish,crashing_lowering:sigmoid"}
 
 
 def test_pools_avoid_the_operators_the_notebooks_show() -> None:
     shown = EXERCISE_OPS | LESSON_OPS["decomposition"] | LESSON_OPS["lowering"]
-    assert not shown & (set(DECOMPOSED) | set(LOWERED))
+    assert not shown & (set(DECOMPOSED) | set(LOWERED) | set(BACKWARD))
+    assert set(BACKWARD.values()) <= set(DECOMPOSED)
     assert all(c.bugs == () or {b.op for b in c.bugs} <= shown for c in LESSON_CASES.values())
     (dec, low), (dec2, low2) = drawn(type("Ctx", (), {"secret_seed": 7})), drawn(type("Ctx", (), {"secret_seed": 7}))
     assert (dec, low) == (dec2, low2) and len(set(dec)) == 3 and len(set(low)) == 3
@@ -155,6 +156,25 @@ def test_a_planted_lowering_crashes_only_inductor_on_a_node_named_after_it(op: s
     assert gist(info.value) == f"PlantedBugError: planted bug: crashing lowering of aten.{op}"
 
 
+def outputs_and_grads(fn, model: torch.nn.Module, args: tuple) -> list[torch.Tensor]:
+    out = fn(*args)
+    return [out.detach(), *torch.autograd.grad(out.sum(), list(model.parameters()))]
+
+
+def test_a_planted_backward_decomposition_changes_only_gradients_from_aot_eager_decomp_partition_on() -> None:
+    """Every operator of the hidden checks' backward pool: the output stays right, a gradient goes wrong."""
+    for op, forward in BACKWARD.items():
+        model, args = subject({"model": "probe", "op": forward, "decoy": "sin", "seed": 5, "grad": True})
+        expected = outputs_and_grads(model, model, args)
+        with planted(Bug("wrong_decomposition", op)):
+            for backend in ("aot_eager", "aot_eager_decomp_partition"):
+                torch.compiler.reset()
+                got = outputs_and_grads(torch.compile(model, backend=backend), model, args)
+                torch.testing.assert_close(got[0], expected[0], rtol=1e-3, atol=1e-4)
+                wrong = any(not torch.allclose(g, e, rtol=1e-3, atol=1e-4) for g, e in zip(got[1:], expected[1:]))
+                assert wrong == (backend == "aot_eager_decomp_partition"), (op, backend)
+
+
 def test_a_planted_wrong_lowering_shows_only_with_inductor() -> None:
     model, args = probe("cos", "elu", seed=3)
     expected = model(*args)
@@ -174,6 +194,13 @@ def test_the_exercise_bugs_break_gated_mlp_at_the_rungs_the_exercise_expects() -
         with pytest.raises(Exception, match="aten.sigmoid"):
             run(model, (x,), "inductor")
     torch.testing.assert_close(run(model, (x,), "aot_eager"), expected)
+    trainable = make_model(0)  # the third bug is in a backward: it shows only in a training graph's gradients
+    want = outputs_and_grads(trainable, trainable, (x,))
+    with planted(EXERCISE_BUGS[2]):
+        torch.compiler.reset()
+        got = outputs_and_grads(torch.compile(trainable, backend="aot_eager_decomp_partition"), trainable, (x,))
+    torch.testing.assert_close(got[0], want[0], rtol=1e-3, atol=1e-4)
+    assert not torch.allclose(got[1], want[1], rtol=1e-3, atol=1e-4)  # norm.weight's gradient
 
 
 def test_the_bisector_names_a_planted_decomposition_and_is_switched_off_afterwards() -> None:

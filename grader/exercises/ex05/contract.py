@@ -19,7 +19,9 @@ NAMES = (
         "def find_culprit(fn, args: tuple) -> tuple[str, str | None, str | None] | None: "
         "torch._inductor.compiler_bisector.CompilerBisector.do_bisect(test) where test() runs "
         "torch.compiler.reset(), calls torch.compile(fn)(*args) and returns True when the output is close to "
-        "eager's (False on a mismatch or an exception). None when do_bisect returns None, else (backend, "
+        "eager's and, when fn is a module with parameters that require grad, so are the gradients of the "
+        "output's sum with respect to them, computed afresh in each run (False on a mismatch or an exception). "
+        "None when do_bisect returns None, else (backend, "
         "subsystem, op): the BisectionResult's backend and subsystem, and the ATen operator named in its "
         "debug_info without 'aten.', overload or numeric suffix ('hardtanh' from "
         "\"<OpOverload(op='aten.hardtanh', overload='default')>\", 'cos' from a graph node 'cos_2'), or None if"
@@ -29,7 +31,7 @@ NAMES = (
         "FixedGatedMLP",
         "class FixedGatedMLP(GatedMLP): the same parameters (a GatedMLP's state_dict loads); forward equals "
         "GatedMLP's (outputs and gradients), and compiled with torch.compile (Inductor) while exercise_bugs()"
-        " are planted it still matches eager and compiles as one graph (no torch.compiler.disable, no graph "
-        "break).",
+        " are planted it still matches eager (outputs and gradients) and compiles as one graph (no "
+        "torch.compiler.disable, no graph break).",
     ),
 )

@@ -1,5 +1,5 @@
-"""Exercise 5, hidden checks (instructor only): bugs planted in operators the notebook never shows, a real crash
-in AOTAutograd, and edge inputs for the fix.
+"""Exercise 5, hidden checks (instructor only): bugs planted in operators the notebook never shows (one of them
+only in a backward), a real crash in AOTAutograd, and edge inputs for the fix.
 
 Which operators get a planted bug is drawn from the pools in ``probes.py`` with the secret seed, so a ladder or
 a bisection that hard-codes the exercise's answers fails here. Every pool entry is checked by
@@ -14,7 +14,7 @@ import torch
 
 from coursekit.lessons.debugging.givens import make_input
 from coursekit.lessons.debugging.material import Bug
-from grader.exercises.ex05.probes import DECOMPOSED, DEVICE, FIX_HINT, LOWERED
+from grader.exercises.ex05.probes import BACKWARD, DECOMPOSED, DEVICE, FIX_HINT, LOWERED
 from grader.exercises.ex05.public import ask_fix, compare_fb, expect_backend, expect_culprit, reference_fb
 from grader.registry import check
 
@@ -27,36 +27,46 @@ def drawn(ctx) -> tuple[list[str], list[str]]:
     return rng.sample(sorted(DECOMPOSED), 3), rng.sample(sorted(LOWERED), 3)
 
 
-def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str | None]]:
-    """``(op, decoy, bugs, expected first failing backend)`` for the ladder or the culprit check."""
+def drawn_backward(ctx) -> str:
+    """One backward operator (a key of ``BACKWARD``), drawn with the secret seed."""
+    return random.Random(ctx.secret_seed + 1).choice(sorted(BACKWARD))
+
+
+def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str | None, bool]]:
+    """``(op, decoy, bugs, expected first failing backend, parameters require grad)`` for the ladder or the
+    culprit check. The ladder compares outputs, so its models are frozen; the culprit check adds a bug that
+    only a training graph shows, and a training graph with nothing broken."""
     (d1, d2, d3), (l1, l2, l3) = drawn(ctx)
     if which == "ladder":
         return [
-            (d1, l3, (Bug("wrong_decomposition", d1),), DECOMPOSITION),
-            (l1, d3, (Bug("crashing_lowering", l1),), "inductor"),
-            (l2, d2, (Bug("wrong_lowering", l2),), "inductor"),
-            (d2, l1, (Bug("crashing_decomposition", d2),), DECOMPOSITION),
-            (d3, l2, (), None),
+            (d1, l3, (Bug("wrong_decomposition", d1),), DECOMPOSITION, False),
+            (l1, d3, (Bug("crashing_lowering", l1),), "inductor", False),
+            (l2, d2, (Bug("wrong_lowering", l2),), "inductor", False),
+            (d2, l1, (Bug("crashing_decomposition", d2),), DECOMPOSITION, False),
+            (d3, l2, (), None, False),
         ]
+    backward = drawn_backward(ctx)
     return [
-        (d3, l1, (Bug("wrong_decomposition", d3),), DECOMPOSITION),
-        (l2, d1, (Bug("crashing_lowering", l2),), "inductor"),
-        (l3, d2, (Bug("wrong_lowering", l3),), "inductor"),
-        (d1, l3, (Bug("crashing_decomposition", d1),), DECOMPOSITION),
-        (l1, d2, (), None),
+        (d3, l1, (Bug("wrong_decomposition", d3),), DECOMPOSITION, False),
+        (l2, d1, (Bug("crashing_lowering", l2),), "inductor", False),
+        (l3, d2, (Bug("wrong_lowering", l3),), "inductor", False),
+        (d1, l3, (Bug("crashing_decomposition", d1),), DECOMPOSITION, False),
+        (BACKWARD[backward], l2, (Bug("wrong_decomposition", backward),), DECOMPOSITION, True),
+        (l1, d2, (), None, True),
     ]
 
 
-def case_name(op: str, decoy: str, bugs: tuple[Bug, ...]) -> str:
+def case_name(op: str, decoy: str, bugs: tuple[Bug, ...], grad: bool = False) -> str:
     planted = f"a {bugs[0]} planted by the grader" if bugs else "no planted bug"
-    return f"a model using {op} and {decoy}, with {planted}"
+    training = ", parameters requiring grad" if grad else ""
+    return f"a model using {op} and {decoy}{training}, with {planted}"
 
 
 @check("ex05.ladder.hidden", kind="correctness", points=3, needs=("first_failing_backend",))
 def ladder_hidden(learner, ctx) -> None:
     """first_failing_backend finds the first failing rung for bugs planted in other operators, and none where
     nothing is broken."""
-    for i, (op, decoy, bugs, expected) in enumerate(hidden_cases(ctx, "ladder")):
+    for i, (op, decoy, bugs, expected, _) in enumerate(hidden_cases(ctx, "ladder")):
         subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.secret_seed % 1000 + i}
         expect_backend(learner, subject, bugs, expected, case_name(op, decoy, bugs))
 
@@ -73,12 +83,12 @@ def ladder_inference_mode(learner, ctx) -> None:
 @check("ex05.culprit.hidden", kind="correctness", points=3, needs=("find_culprit",))
 def culprit_hidden(learner, ctx) -> None:
     """find_culprit names backend, subsystem and operator for bugs planted in operators the notebook never
-    shows, and None where nothing is broken."""
-    for i, (op, decoy, bugs, backend) in enumerate(hidden_cases(ctx, "culprit")):
-        subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.secret_seed % 1000 + 10 + i}
+    shows, one of them in a backward, and None where nothing is broken (in a training graph too)."""
+    for i, (op, decoy, bugs, backend, grad) in enumerate(hidden_cases(ctx, "culprit")):
+        subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.secret_seed % 1000 + 10 + i, "grad": grad}
         subsystem = {DECOMPOSITION: "decomposition", "inductor": "lowerings"}.get(backend)
         expected = (backend, subsystem, bugs[0].op) if bugs else None
-        expect_culprit(learner, subject, bugs, expected, case_name(op, decoy, bugs))
+        expect_culprit(learner, subject, bugs, expected, case_name(op, decoy, bugs, grad))
 
 
 @check("ex05.fix.edge", kind="correctness", points=1, needs=("FixedGatedMLP",))

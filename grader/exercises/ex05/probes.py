@@ -28,8 +28,8 @@ from grader.probing import Call, Failure, Reply, plain, probe
 
 DEVICE = "cpu"
 FIX_HINT = (
-    "Rewrite the two culprit operations in FixedGatedMLP (override activation and gate) with other "
-    "operations that compute the same values, so that no planted bug is reached."
+    "Rewrite each culprit operation in FixedGatedMLP (override normalise, activation or gate) with other "
+    "operations that compute the same values, so that no planted bug is reached, in the forward or the backward."
 )
 # operators Inductor decomposes (a planted bug shows from aot_eager_decomp_partition on) ...
 DECOMPOSED: dict[str, Callable] = {
@@ -54,6 +54,16 @@ LOWERED: dict[str, Callable] = {
     "abs": torch.abs,
 }
 OPS = {**DECOMPOSED, **LOWERED}
+# backward operators Inductor decomposes, with the forward operator whose gradient calls them: a planted bug
+# changes only the gradients, from aot_eager_decomp_partition on
+BACKWARD: dict[str, str] = {
+    "elu_backward": "elu",
+    "softplus_backward": "softplus",
+    "mish_backward": "mish",
+    "leaky_relu_backward": "leaky_relu",
+    "hardsigmoid_backward": "hardsigmoid",
+    "silu_backward": "silu",
+}
 
 
 class Probe(nn.Module):
@@ -71,14 +81,14 @@ class Probe(nn.Module):
 
 
 def subject(spec: dict[str, Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """The model and input the judge names: the exercise's GatedMLP, a ``Probe`` around an operator, or lesson
-    5's student/teacher loss (all frozen, with seeded weights, on the CPU)."""
-    seed = int(spec["seed"])
+    """The model and input the judge names: the exercise's GatedMLP or a ``Probe`` around an operator (frozen
+    unless ``spec["grad"]``), or lesson 5's student/teacher loss; seeded weights, on the CPU."""
+    seed, grad = int(spec["seed"]), bool(spec.get("grad"))
     if spec["model"] == "gated":
-        return make_model(seed, DEVICE).requires_grad_(False), (make_input(seed, DEVICE),)
+        return make_model(seed, DEVICE).requires_grad_(grad), (make_input(seed, DEVICE),)
     if spec["model"] == "probe":
         torch.manual_seed(seed)
-        return Probe(spec["op"], spec["decoy"]).to(DEVICE).requires_grad_(False), (make_input(seed, DEVICE, scale=1.0),)
+        return Probe(spec["op"], spec["decoy"]).to(DEVICE).requires_grad_(grad), (make_input(seed, DEVICE, scale=1.0),)
     torch.manual_seed(seed)
     model = TinyDistiller(spec["mode"], dim=24, classes=6).to(DEVICE)
     return model, (lesson_input(seed, DEVICE, batch=3, tokens=5, dim=24),)
@@ -203,7 +213,7 @@ def fix(call: Call) -> Reply:
                 (compiled, fixed, x, "compiled"),
                 "torch.compile(FixedGatedMLP) with the planted bugs",
                 "A planted bug still reaches your model: run your ladder and find_culprit on "
-                "FixedGatedMLP. " + FIX_HINT,
+                "FixedGatedMLP, frozen and with parameters that require grad. " + FIX_HINT,
             )
         values = {"frames": counter.frame_count, "ops": counter.op_count} if call.arg("count") else {}
     return Reply(values, out)

@@ -20,7 +20,7 @@ from grader.judging import assert_close, assert_consistent
 from grader.protocol import Answer
 from grader.registry import Measured, check
 
-WRONG_DECOMPOSITION, CRASHING_LOWERING = EXERCISE_BUGS
+WRONG_DECOMPOSITION, CRASHING_LOWERING, WRONG_BACKWARD = EXERCISE_BUGS
 LADDER_TEXT = " -> ".join(LADDER)
 LADDER_HINT = (
     f"Try the backends in order, {LADDER_TEXT}, each after torch.compiler.reset(), compare each "
@@ -29,9 +29,15 @@ LADDER_HINT = (
 )
 CULPRIT_HINT = (
     "Call CompilerBisector.do_bisect(test) with a test() that runs torch.compiler.reset(), compiles fn "
-    "with torch.compile (the bisector picks the backend) and returns True when the output matches eager "
-    "(False on a mismatch or an exception); return (result.backend, result.subsystem, the operator "
-    "named in result.debug_info), or None when do_bisect returns None."
+    "with torch.compile (the bisector picks the backend) and returns True when the output matches eager and, "
+    "where parameters require grad, so do their gradients (False on a mismatch or an exception); return "
+    "(result.backend, result.subsystem, the operator named in result.debug_info), or None when do_bisect "
+    "returns None."
+)
+GRADIENT_HINT = (
+    "The parameters require grad there, and the planted bug is in a backward: the outputs are right, the "
+    "gradients are not. Make test() also compare the gradients of the output's sum with respect to those "
+    "parameters (torch.autograd.grad, or backward with the gradients cleared before each run) with eager's."
 )
 
 
@@ -93,9 +99,12 @@ def expect_culprit(
             raise AssertionError(
                 f"find_culprit on {case}: nothing is broken there, but you returned "
                 f"{str(answer)[:100]}; return None when CompilerBisector.do_bisect returns None. "
-                f"Compare outputs with a tolerance: compiled code is not bit-identical to eager. " + CULPRIT_HINT
+                "Compare outputs and gradients with a tolerance (compiled code is not bit-identical to eager), "
+                "and compute each run's gradients afresh (gradients left in .grad add up). " + CULPRIT_HINT
             )
         return
+    if answer is None and subject.get("grad"):
+        raise AssertionError(f"find_culprit on {case} returned None, but a bug is planted. {GRADIENT_HINT}")
     if got.values.get("malformed") or not (isinstance(answer, list) and len(answer) == 3):
         raise AssertionError(
             f"find_culprit on {case} returned {str(answer)[:100]}; expected a tuple (backend, "
@@ -135,7 +144,7 @@ def ladder_given(learner, ctx) -> None:
     subject = {"model": "gated", "seed": 0}
     expect_backend(learner, subject, (), None, "GatedMLP with no planted bug")
     expect_backend(
-        learner, subject, EXERCISE_BUGS, "aot_eager_decomp_partition", "GatedMLP with the exercise's two bugs planted"
+        learner, subject, EXERCISE_BUGS, "aot_eager_decomp_partition", "GatedMLP with the exercise's bugs planted"
     )
     expect_backend(
         learner, subject, (CRASHING_LOWERING,), "inductor", "GatedMLP with only the exercise's crash planted"
@@ -144,14 +153,15 @@ def ladder_given(learner, ctx) -> None:
 
 @check("ex05.culprit.given", kind="correctness", points=2, needs=("find_culprit",), public=True)
 def culprit_given(learner, ctx) -> None:
-    """find_culprit bisects each of the exercise's planted bugs to its backend, subsystem and operator."""
+    """find_culprit bisects each of the exercise's planted bugs to its backend, subsystem and operator, the one
+    that only breaks gradients included."""
     subject = {"model": "gated", "seed": 1}
     expect_culprit(
         learner,
         subject,
         EXERCISE_BUGS,
         ("aot_eager_decomp_partition", "decomposition", "hardswish"),
-        "GatedMLP with the exercise's two bugs planted",
+        "GatedMLP (frozen) with the exercise's bugs planted",
     )
     expect_culprit(
         learner,
@@ -159,6 +169,13 @@ def culprit_given(learner, ctx) -> None:
         (CRASHING_LOWERING,),
         ("inductor", "lowerings", "sigmoid"),
         "GatedMLP with only the exercise's crash planted",
+    )
+    expect_culprit(
+        learner,
+        subject | {"grad": True},
+        (WRONG_BACKWARD,),
+        ("aot_eager_decomp_partition", "decomposition", WRONG_BACKWARD.op),
+        "GatedMLP, parameters requiring grad, with only the exercise's third bug planted",
     )
 
 
@@ -226,7 +243,8 @@ def fix_values(learner, ctx) -> None:
             want,
             torch.float32,
             f"FixedGatedMLP compiled with Inductor under the planted bugs (seed {seed}) vs eager GatedMLP",
-            "A planted bug still reaches your model: run your ladder and find_culprit on FixedGatedMLP. " + FIX_HINT,
+            "A planted bug still reaches your model: run your ladder and find_culprit on FixedGatedMLP, frozen and "
+            "with parameters that require grad. " + FIX_HINT,
         )
 
 

@@ -43,6 +43,29 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # right values, but graph breaks: not the one-graph fix asked for
         {"ex05.fix.one_graph"},
     ),
+    "the bisector's test compares outputs only": (
+        {"        grads = torch.autograd.grad(out.sum(), params) if params else ()\n": "        grads = ()\n"},
+        # the bug in a backward changes gradients only: every run looks right and do_bisect returns None
+        {"ex05.culprit.given", "ex05.culprit.hidden"},
+    ),
+    "gradients accumulate from run to run": (
+        {
+            "        grads = torch.autograd.grad(out.sum(), params) if params else ()\n": (
+                "        grads = (out.sum().backward(), [p.grad.clone() for p in params])[1] if params else ()\n"
+            )
+        },
+        # each run adds to .grad: even eager fails the comparison, in a training graph with nothing broken too
+        {"ex05.culprit.given", "ex05.culprit.hidden"},
+    ),
+    "layer norm left as it was": (
+        {
+            "        return centred * torch.rsqrt(var + self.norm.eps) * self.norm.weight + self.norm.bias\n": (
+                "        return super().normalise(x)\n"
+            )
+        },
+        # the planted native_layer_norm_backward bug reaches the compiled gradients
+        {"ex05.fix.values", "ex05.fix.edge"},
+    ),
     "a crash escapes the ladder": (
         {
             "        try:\n            ok = outputs_match(torch.compile(fn, backend=backend)(*args), expected)\n"
