@@ -7,14 +7,16 @@ NOTEBOOK = lesson("ex06").exercise  # the lesson's manifest (coursekit/lessons/*
 NAMES = (
     Name(
         "compile_blocks",
-        "def compile_blocks(model: VisionTransformer, backend='inductor') -> nn.Module: regional compilation:"
-        " each block of model.blocks compiled in place with block.compile(backend=backend) (the blocks share "
-        "one compiled graph; the state_dict keys do not change); returns the model.",
+        "def compile_blocks(model: nn.Module, block_types: tuple[type, ...], backend='inductor') -> nn.Module: "
+        "regional compilation: every submodule of model that is an instance of one of block_types, wherever it "
+        "sits, compiled in place with module.compile(backend=backend) (the blocks of one kind share one compiled "
+        "graph; the state_dict keys do not change; the rest of the model stays eager); returns the model.",
     ),
     Name(
         "make_optimizer",
-        "def make_optimizer(model, lr: float = LR) -> torch.optim.AdamW: AdamW over every parameter with "
-        "weight_decay=WEIGHT_DECAY and the learning rate held in a tensor (torch.tensor(lr)).",
+        "def make_optimizer(model, lr: float = LR) -> torch.optim.AdamW: AdamW with weight_decay=WEIGHT_DECAY "
+        "and two parameter groups, in this order: every parameter but model.head's at rate lr, and "
+        "model.head's at HEAD_LR_SCALE * lr; each group's rate held in a tensor (torch.tensor(...)).",
     ),
     Name(
         "make_train_step",

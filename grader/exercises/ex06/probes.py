@@ -15,13 +15,24 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, StepLR
 
-from coursekit.lessons.compile_time.givens import loss_fn, make_batch, make_model, make_scheduler
+from coursekit.lessons.compile_time.givens import (
+    DEPTH,
+    STAGES,
+    Block,
+    MixerBlock,
+    loss_fn,
+    make_batch,
+    make_hybrid,
+    make_model,
+    make_scheduler,
+)
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe
 
 STEP_DEPTH = 2  # the training-loop checks use a shallow model: compiling AdamW's step costs time per parameter
 REGIONAL_HINT = (
-    "Compile each block of model.blocks in place with block.compile(backend=backend) and return the "
-    "model: the blocks share one compiled graph, and the rest of the model stays eager."
+    "Compile every submodule that is an instance of one of block_types in place, with "
+    "module.compile(backend=backend), wherever it sits in the model, and return the model: the blocks of one "
+    "kind share one compiled graph, and the rest of the model stays eager."
 )
 STEP_HINT = (
     "step(images, labels) computes the cross-entropy of model(images), calls backward, runs the compiled "
@@ -47,11 +58,20 @@ def linears(graph: torch.fx.GraphModule) -> int:
     return sum(1 for n in graph.graph.nodes if n.op == "call_function" and "linear" in str(n.target))
 
 
-def regional(call: Call, seed: int, backend: Any, shape: dict) -> tuple[nn.Module, nn.Module, list[str]]:
+def build(spec: dict, seed: int, device: str) -> tuple[nn.Module, tuple[type, ...]]:
+    """The model a check names and its block types: ``{"model": "hybrid", "stages": ..., "dim": ..., "heads":
+    ...}`` (MLP-Mixer and ViT blocks) or ``{"model": "vit", "depth": ..., ...}`` (ViT blocks only)."""
+    sizes = {k: spec[k] for k in ("dim", "heads") if k in spec}
+    if spec.get("model") == "hybrid":
+        return make_hybrid(seed, device, stages=spec.get("stages") or STAGES, **sizes), (MixerBlock, Block)
+    return make_model(seed, device, depth=spec.get("depth", DEPTH), **sizes), (Block,)
+
+
+def regional(call: Call, seed: int, backend: Any, spec: dict) -> tuple[nn.Module, nn.Module, list[str]]:
     torch.compiler.reset()
-    model = make_model(seed, call.device, **shape)
+    model, block_types = build(spec, seed, call.device)
     keys = list(model.state_dict())
-    got = learner_call(call.get("compile_blocks"), (model, backend), "compile_blocks", REGIONAL_HINT)
+    got = learner_call(call.get("compile_blocks"), (model, block_types, backend), "compile_blocks", REGIONAL_HINT)
     if not isinstance(got, nn.Module):
         raise Failure(f"compile_blocks returned {type(got).__name__}; return the model. " + REGIONAL_HINT)
     return got, model, keys
@@ -72,8 +92,8 @@ def forward_backward(
 def regional_values(call: Call) -> Reply:
     """``compile_blocks`` with ``aot_eager``: the state_dict keys before and after, and the loss and gradients of one
     step on the judge's batch seed."""
-    seed, shape = int(call.arg("seed")), call.arg("shape") or {}
-    got, model, keys = regional(call, seed, "aot_eager", shape)
+    seed, spec = int(call.arg("seed")), call.arg("model") or {}
+    got, model, keys = regional(call, seed, "aot_eager", spec)
     loss, grads = forward_backward(got, model, make_batch(seed + 100, call.device), "the model after compile_blocks")
     return Reply(
         {"keys_before": keys, "keys_after": list(got.state_dict())},
@@ -84,15 +104,16 @@ def regional_values(call: Call) -> Reply:
 @probe("ex06.regional_graphs")
 def regional_graphs(call: Call) -> Reply:
     """``compile_blocks`` with a counting backend over two steps: frames after each, and linears per graph."""
-    seed, shape = int(call.arg("seed")), call.arg("shape") or {}
+    seed, spec = int(call.arg("seed")), call.arg("model") or {}
     count = counter("aot_eager")
-    got, model, _ = regional(call, seed, count, shape)
+    got, model, _ = regional(call, seed, count, spec)
     first, _ = forward_backward(got, model, make_batch(seed, call.device), "the model after compile_blocks")
     frames_first = count.frame_count
     second, _ = forward_backward(got, model, make_batch(seed + 1, call.device), "the model after compile_blocks")
     return Reply(
         {
-            "depth": len(model.blocks),
+            "blocks": sum(isinstance(m, (MixerBlock, Block)) for m in model.modules()),
+            "kinds": len({type(m) for m in model.modules() if isinstance(m, (MixerBlock, Block))}),
             "frames_first": frames_first,
             "frames_second": count.frame_count,
             "linears": [linears(g) for g in count.graphs],
@@ -109,21 +130,17 @@ def optimizer(call: Call) -> Reply:
     found, stepped = [], {}
     for lr in call.arg("lrs"):
         opt = learner_call(call.get("make_optimizer"), (model, lr), "make_optimizer")
-        params = [p for g in getattr(opt, "param_groups", []) for p in g["params"]]
-        group = opt.param_groups[0] if getattr(opt, "param_groups", None) else {}
-        rate = group.get("lr")
+        groups = list(getattr(opt, "param_groups", []))
+        params = [p for g in groups for p in g["params"]]
+        head = {id(p) for p in model.head.parameters()}
+        body = {id(p) for p in model.parameters()} - head
         found.append(
             {
                 "type": type(opt).__name__,
                 "adamw": isinstance(opt, torch.optim.AdamW),
                 "every_param_once": {id(p) for p in params} == {id(p) for p in model.parameters()}
                 and len(params) == len(list(model.parameters())),
-                "lr_type": type(rate).__name__,
-                "lr_is_tensor": isinstance(rate, torch.Tensor),
-                "lr": float(rate) if isinstance(rate, (float, int, torch.Tensor)) else None,
-                "weight_decay": float(group["weight_decay"])
-                if isinstance(group.get("weight_decay"), (int, float))
-                else None,
+                "groups": [describe_group(g, head, body) for g in groups],
             }
         )
         if not stepped:  # one step with the judge's gradients, on a fresh copy of the model
@@ -134,6 +151,19 @@ def optimizer(call: Call) -> Reply:
             learner_call(opt.step, (), "the optimizer's step()")
             stepped = {f"w.{n}": p.detach().cpu() for n, p in fresh.named_parameters()}
     return Reply({"optimizers": found}, stepped)
+
+
+def describe_group(group: dict, head: set[int], body: set[int]) -> dict:
+    """What one parameter group holds (``head``, ``body`` or ``other``), its rate and its weight decay."""
+    ids = {id(p) for p in group["params"]}
+    rate, decay = group.get("lr"), group.get("weight_decay")
+    return {
+        "holds": "head" if ids == head else "body" if ids == body else "other",
+        "lr_type": type(rate).__name__,
+        "lr_is_tensor": isinstance(rate, torch.Tensor),
+        "lr": float(rate) if isinstance(rate, (float, int, torch.Tensor)) else None,
+        "weight_decay": float(decay) if isinstance(decay, (int, float)) else None,
+    }
 
 
 def learner_run(call: Call, backend: Any, on_step=None) -> tuple[list[torch.Tensor], list[float], nn.Module]:
@@ -154,7 +184,7 @@ def learner_run(call: Call, backend: Any, on_step=None) -> tuple[list[torch.Tens
         if loss.requires_grad:
             raise Failure("step returned a loss that still requires grad: return loss.detach(). " + STEP_HINT)
         losses.append(value)
-        lrs.append(float(opt.param_groups[0]["lr"]))
+        lrs.append([float(g["lr"]) for g in opt.param_groups])
         if on_step is not None:
             on_step(i)
     return losses, lrs, model
@@ -192,7 +222,7 @@ def cold_capture(call: Call) -> Reply:
     model = make_model(seed, call.device)
     images, labels = make_batch(seed, call.device)
     count = counter("aot_eager")
-    compiled = learner_call(call.get("compile_blocks"), (model, count), "compile_blocks", REGIONAL_HINT)
+    compiled = learner_call(call.get("compile_blocks"), (model, (Block,), count), "compile_blocks", REGIONAL_HINT)
     loss = loss_fn()(compiled(images), labels)
     loss.backward()
     if torch.device(call.device).type == "cuda":

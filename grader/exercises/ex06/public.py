@@ -8,31 +8,61 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.lessons.compile_time.givens import LR, STEPS, WEIGHT_DECAY, loss_fn, make_batch, make_model
-from grader.exercises.ex06.probes import REGIONAL_HINT, SCHEDULES, STEP_DEPTH, STEP_HINT
+from coursekit.lessons.compile_time.givens import (
+    DEPTH,
+    HEAD_LR_SCALE,
+    LR,
+    STAGES,
+    STEPS,
+    WEIGHT_DECAY,
+    loss_fn,
+    make_batch,
+    make_model,
+)
+from grader.exercises.ex06.probes import REGIONAL_HINT, SCHEDULES, STEP_DEPTH, STEP_HINT, build
 from grader.judging import assert_close, assert_consistent, assert_parameters_close
 from grader.registry import Measured, check
 
-LINEARS_PER_BLOCK = 4  # a timm ViT block: qkv and proj in attention, fc1 and fc2 in the MLP
+LINEARS_PER_BLOCK = 4  # a ViT block: qkv, proj, fc1, fc2; a Mixer block: two in each of its two MLPs
+HYBRID = {"model": "hybrid"}  # the exercise's HybridNet: three MixerBlocks, then three ViT Blocks
 HYGIENE_HINT = (
-    "Keep the learning rate in a tensor (AdamW(..., lr=torch.tensor(lr))): the scheduler then writes "
-    "each new rate into that tensor, which a compiled graph reads as an input, where a Python float "
-    "is a constant that Dynamo guards on and recompiles for."
+    "Keep every group's learning rate in a tensor ({'params': ..., 'lr': torch.tensor(...)}; a group's own "
+    "'lr' overrides AdamW's lr argument): the scheduler then writes each new rate into that tensor, which a "
+    "compiled graph reads as an input, where a Python float is a constant that Dynamo guards on and "
+    "recompiles for."
+)
+GROUPS_HINT = (
+    "make_optimizer builds AdamW with weight_decay=WEIGHT_DECAY and two parameter groups, in this order: every "
+    "parameter but model.head's at lr, then model.head's parameters at HEAD_LR_SCALE * lr."
 )
 
 
-def eager_loss_and_grads(ctx, seed: int, shape: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    model = make_model(seed, ctx.device, **shape)
+def reference_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
+    """The grader's AdamW: the body at ``lr``, the head at ``HEAD_LR_SCALE * lr``, float rates."""
+    head = list(model.head.parameters())
+    body = [p for p in model.parameters() if all(p is not q for q in head)]
+    groups = [{"params": body, "lr": lr}, {"params": head, "lr": HEAD_LR_SCALE * lr}]
+    return torch.optim.AdamW(groups, weight_decay=WEIGHT_DECAY)
+
+
+def eager_loss_and_grads(ctx, seed: int, spec: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    model, _ = build(spec, seed, ctx.device)
     images, labels = make_batch(seed + 100, ctx.device)
     loss = loss_fn()(model(images), labels)
     loss.backward()
     return loss.detach(), {n: p.grad for n, p in model.named_parameters()}
 
 
-def expect_regional_values(learner, ctx, seed: int, shape: dict | None = None) -> None:
+def describe(spec: dict) -> str:
+    if spec.get("model") == "hybrid":
+        stages = spec.get("stages") or STAGES
+        return "HybridNet with stages " + ", ".join(f"{n} x {kind}" for kind, n in stages)
+    return f"ViT of depth {spec.get('depth', DEPTH)}"
+
+
+def expect_regional_values(learner, ctx, seed: int, spec: dict) -> None:
     """``compile_blocks`` keeps the model's parameter names and computes what the eager model computes."""
-    shape = shape or {}
-    got = learner.ask("ex06.regional", {"seed": seed, "shape": shape})
+    got = learner.ask("ex06.regional", {"seed": seed, "model": spec})
     before, after = got.strings("keys_before"), got.strings("keys_after")
     if after != before:
         extra = next((k for k in after if k not in before), after[0] if after else "")
@@ -42,8 +72,8 @@ def expect_regional_values(learner, ctx, seed: int, shape: dict | None = None) -
             "block with torch.compile(block) wraps it in an OptimizedModule (its keys gain "
             "'_orig_mod.'); block.compile() compiles it in place and keeps the names. " + REGIONAL_HINT
         )
-    loss, grads = eager_loss_and_grads(ctx, seed, shape)
-    what = f"model after compile_blocks (seed {seed}, depth {shape.get('depth', 8)})"
+    loss, grads = eager_loss_and_grads(ctx, seed, spec)
+    what = f"{describe(spec)} after compile_blocks (seed {seed})"
     assert_close(got.tensor("loss"), loss, torch.float32, f"{what}: loss", REGIONAL_HINT)
     for name, grad in grads.items():
         if f"grad.{name}" not in got.tensors:
@@ -51,13 +81,13 @@ def expect_regional_values(learner, ctx, seed: int, shape: dict | None = None) -
         assert_close(got.tensor(f"grad.{name}"), grad, torch.float32, f"{what}: gradient of {name}", REGIONAL_HINT)
 
 
-def expect_one_block_graph(learner, ctx, seed: int, shape: dict | None = None) -> Measured:
-    """All blocks share one compiled graph that holds one block, and a second step compiles nothing."""
-    shape = shape or {}
-    got = learner.ask("ex06.regional_graphs", {"seed": seed, "shape": shape})
+def expect_one_graph_per_kind(learner, ctx, seed: int, spec: dict) -> Measured:
+    """The blocks of each kind share one compiled graph that holds one block, and a second step compiles
+    nothing."""
+    got = learner.ask("ex06.regional_graphs", {"seed": seed, "model": spec})
     losses = got.tensor("losses", shape=(2,))
     for i in range(2):
-        model = make_model(seed, ctx.device, **shape)
+        model, _ = build(spec, seed, ctx.device)
         images, labels = make_batch(seed + i, ctx.device)
         with torch.no_grad():
             assert_close(
@@ -67,7 +97,8 @@ def expect_one_block_graph(learner, ctx, seed: int, shape: dict | None = None) -
                 f"the model after compile_blocks, loss of step {i + 1}",
                 REGIONAL_HINT,
             )
-    depth, first, second = got.value("depth", int), got.value("frames_first", int), got.value("frames_second", int)
+    blocks, kinds = got.value("blocks", int), got.value("kinds", int)
+    first, second = got.value("frames_first", int), got.value("frames_second", int)
     sizes = got.ints("linears")
     if first == 0:
         raise AssertionError(
@@ -80,37 +111,45 @@ def expect_one_block_graph(learner, ctx, seed: int, shape: dict | None = None) -
             "that is the whole model (or several blocks) in one graph, whose compile time grows "
             f"with depth. Regional compilation compiles the block alone. " + REGIONAL_HINT
         )
-    if first > 1:
+    if first < kinds:
         raise AssertionError(
-            f"the {depth} blocks compiled {first} graphs, not one: each block was compiled on its "
-            "own (a recompile per block), so cold compile time still grows with depth. Compile "
-            "the block's forward (block.compile()), so the blocks share one compiled graph; "
-            "torch.compiler.reset() is not needed between blocks."
+            f"the {describe(spec)} holds {kinds} kinds of block, but {first} graph(s) were compiled: a kind of "
+            "block was left eager. Look for every instance of every type in block_types, wherever it sits "
+            "(model.modules() walks them all). " + REGIONAL_HINT
+        )
+    if first > kinds:
+        raise AssertionError(
+            f"the {blocks} blocks of {kinds} kind(s) compiled {first} graphs, not {kinds}: blocks of one kind "
+            "were compiled one by one (a recompile per block), so cold compile time still grows with depth. "
+            "Compile each block's forward in place (module.compile()), so the blocks of one kind share one "
+            "compiled graph; torch.compiler.reset() is not needed between blocks."
         )
     if second != first:
         raise AssertionError(
             f"a second step compiled {second - first} more graph(s): something in the "
             "blocks changes between steps. " + REGIONAL_HINT
         )
-    return Measured(1, 1, f"{depth} blocks, one compiled graph of {sizes[0] if sizes else 0} linear layers")
+    return Measured(1, 1, f"{blocks} blocks, {kinds} compiled graph(s) of {sorted(sizes)} linear layers")
 
 
 @check("ex06.regional.values", kind="correctness", points=2, needs=("compile_blocks",), public=True)
 def regional_values(learner, ctx) -> None:
-    """compile_blocks keeps the model's state_dict keys, and its loss and gradients equal the eager model's."""
-    expect_regional_values(learner, ctx, seed=0)
+    """compile_blocks keeps the hybrid model's state_dict keys, and its loss and gradients equal the eager
+    model's."""
+    expect_regional_values(learner, ctx, 0, HYBRID)
 
 
 @check("ex06.regional.one_graph", kind="structure", points=2, needs=("compile_blocks",), public=True)
 def regional_one_graph(learner, ctx) -> Measured:
-    """All blocks share one compiled graph of one block (not the whole model), and the next step compiles
-    nothing new."""
-    return expect_one_block_graph(learner, ctx, seed=1)
+    """The hybrid model's blocks of each kind share one compiled graph of one block (not the whole model), and
+    the next step compiles nothing new."""
+    return expect_one_graph_per_kind(learner, ctx, 1, HYBRID)
 
 
 @check("ex06.optimizer.tensor_lr", kind="correctness", points=1, needs=("make_optimizer",), public=True)
 def optimizer_tensor_lr(learner, ctx) -> None:
-    """make_optimizer returns AdamW over every parameter, with the learning rate held in a tensor."""
+    """make_optimizer returns AdamW over every parameter, the body and the head in two groups at their rates, each
+    rate held in a tensor."""
     lrs = [LR, 3e-4]
     model = make_model(0, ctx.device, depth=STEP_DEPTH)
     gen = torch.Generator().manual_seed(ctx.secret_seed)
@@ -126,15 +165,24 @@ def optimizer_tensor_lr(learner, ctx) -> None:
             raise AssertionError(f"make_optimizer returned {str(opt.get('type'))[:40]}; expected torch.optim.AdamW")
         if not opt.get("every_param_once"):
             raise AssertionError("make_optimizer must optimise every parameter of the model, each once")
-        if not opt.get("lr_is_tensor"):
-            raise AssertionError(f"the learning rate is a {str(opt.get('lr_type'))[:40]}. " + HYGIENE_HINT)
-        rate, decay = opt.get("lr"), opt.get("weight_decay")
-        if not isinstance(rate, float) or abs(rate - lr) > 1e-9 * max(1.0, lr) or decay != WEIGHT_DECAY:
+        groups = opt.get("groups") or []
+        holds = [g.get("holds") for g in groups if isinstance(g, dict)]
+        if holds != ["body", "head"]:
             raise AssertionError(
-                f"make_optimizer(model, lr={lr}) has lr {rate} and weight decay {decay}; expected lr "
-                f"{lr} and weight_decay=WEIGHT_DECAY ({WEIGHT_DECAY})"
+                f"make_optimizer's parameter groups hold {holds}; expected ['body', 'head']. " + GROUPS_HINT
             )
-    reference = torch.optim.AdamW(model.parameters(), lr=lrs[0], weight_decay=WEIGHT_DECAY)
+        for group, want in zip(groups, (lr, HEAD_LR_SCALE * lr)):
+            if not group.get("lr_is_tensor"):
+                raise AssertionError(
+                    f"the {group['holds']} group's learning rate is a {str(group.get('lr_type'))[:40]}. " + HYGIENE_HINT
+                )
+            rate, decay = group.get("lr"), group.get("weight_decay")
+            if not isinstance(rate, float) or abs(rate - want) > 1e-9 * max(1.0, want) or decay != WEIGHT_DECAY:
+                raise AssertionError(
+                    f"make_optimizer(model, lr={lr}): the {group['holds']} group has lr {rate} and weight decay "
+                    f"{decay}; expected lr {want:g} and weight_decay=WEIGHT_DECAY ({WEIGHT_DECAY}). " + GROUPS_HINT
+                )
+    reference = reference_optimizer(model, lrs[0])
     for name, p in model.named_parameters():
         p.grad = grads[name].to(p.device)
     reference.step()
@@ -143,15 +191,14 @@ def optimizer_tensor_lr(learner, ctx) -> None:
         "w.",
         model,
         f"after one step of make_optimizer(model, lr={lrs[0]})",
-        "make_optimizer must build AdamW over model.parameters() with that learning rate and "
-        "weight_decay=WEIGHT_DECAY.",
+        GROUPS_HINT,
     )
 
 
-def eager_run(ctx, seed: int, lr: float, schedule: str, steps: int) -> tuple[list[float], list[float], dict]:
-    """The grader's reference loop: AdamW with a float learning rate, eager, ``steps`` steps."""
+def eager_run(ctx, seed: int, lr: float, schedule: str, steps: int) -> tuple[list[float], list[list[float]], dict]:
+    """The grader's reference loop: AdamW with float learning rates, eager, ``steps`` steps."""
     model = make_model(seed, ctx.device, depth=STEP_DEPTH)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+    opt = reference_optimizer(model, lr)
     sched = SCHEDULES[schedule](opt)
     criterion = loss_fn()
     losses, lrs = [], []
@@ -163,7 +210,7 @@ def eager_run(ctx, seed: int, lr: float, schedule: str, steps: int) -> tuple[lis
         opt.step()
         sched.step()
         losses.append(loss.item())
-        lrs.append(float(opt.param_groups[0]["lr"]))
+        lrs.append([float(g["lr"]) for g in opt.param_groups])
     return losses, lrs, {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
@@ -175,24 +222,28 @@ def expect_same_training(learner, ctx, seed: int, lr: float, schedule: str, step
     """The learner's compiled loop follows the grader's eager loop: losses, learning rates, final weights."""
     want_losses, want_lrs, want_state = eager_run(ctx, seed, lr, schedule, steps)
     got = learner.ask("ex06.train", loop_args(seed, lr, schedule, steps))
-    lrs, losses = got.floats("lrs"), got.tensor("losses", shape=(steps,))
+    lrs, losses = got.value("lrs", list), got.tensor("losses", shape=(steps,))
     for i, (a, b) in enumerate(zip(lrs, want_lrs)):
-        if abs(a - b) > 1e-6 * max(abs(b), 1e-12) + 1e-12:
-            raise AssertionError(
-                f"{what}: after step {i + 1} the learning rate is {a:.6g}, expected {b:.6g}: call "
-                "scheduler.step() once per step, after optimizer.step(). " + STEP_HINT
-            )
+        if not (isinstance(a, list) and len(a) == len(b)):
+            raise AssertionError(f"{what}: after step {i + 1} the optimizer has rates {str(a)[:80]}. " + GROUPS_HINT)
+        for x, y in zip(a, b):
+            if not isinstance(x, float) or abs(x - y) > 1e-6 * max(abs(y), 1e-12) + 1e-12:
+                raise AssertionError(
+                    f"{what}: after step {i + 1} the learning rates are {[f'{v:.6g}' for v in a]}, expected "
+                    f"{[f'{v:.6g}' for v in b]}: call scheduler.step() once per step, after optimizer.step(). "
+                    + STEP_HINT
+                )
     for i, b in enumerate(want_losses):
         assert_close(losses[i], torch.tensor(b), torch.float32, f"{what}: loss at step {i + 1}", STEP_HINT)
     # Adam divides each gradient by its running size, so a weight whose gradient is rounding noise (attention's
     # key bias: softmax ignores it) moves by a noise-sized fraction of the learning rate in either loop
-    atol = 0.1 * lr
     for name, value in want_state.items():
+        atol = 0.1 * lr * (HEAD_LR_SCALE if name.startswith("head.") else 1.0)
         diff = (got.tensor(f"w.{name}", shape=tuple(value.shape)).double() - value.double().cpu()).abs().max().item()
         if diff > atol:
             raise AssertionError(
                 f"{what}: {name} after {steps} steps differs from the eager loop's by {diff:.3g} "
-                f"(allowed: a tenth of the learning rate, {atol:.3g}). " + STEP_HINT
+                f"(allowed: a tenth of its learning rate, {atol:.3g}). " + STEP_HINT
             )
 
 

@@ -4,26 +4,56 @@ the learner kit."""
 
 from __future__ import annotations
 
+LOOP = (
+    "    for module in model.modules():\n"
+    "        if isinstance(module, block_types):\n"
+    "            module.compile(backend=backend)  # in place: the state_dict keys stay as they are\n"
+)
 WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
-    "float learning rate": (
-        {"lr=torch.tensor(lr)": "lr=lr"},
+    "float learning rates": (
+        {
+            '"lr": torch.tensor(lr)}': '"lr": lr}',
+            '"lr": torch.tensor(HEAD_LR_SCALE * lr)}': '"lr": HEAD_LR_SCALE * lr}',
+        },
         # right values, but the scheduler's first new rate recompiles the optimizer step
         {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
     ),
     "the whole model compiled in place": (
-        {
-            "    for block in model.blocks:\n        block.compile(backend=backend)\n": (
-                "    model.compile(backend=backend)\n"
-            )
-        },
+        {LOOP: ("    model.compile(backend=backend)\n")},
         # right values and keys, but one graph of every block: no cheaper cold start
         {"ex06.regional.one_graph", "ex06.regional.other_model", "ex06.regional.compile_time"},
     ),
+    "the head's rate a float": (
+        {'"lr": torch.tensor(HEAD_LR_SCALE * lr)}': '"lr": HEAD_LR_SCALE * lr}'},
+        # a group's own float overrides the tensor: right values, but every new rate recompiles the step
+        {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
+    ),
+    "one learning rate for the whole model": (
+        {
+            '        {"params": body, "lr": torch.tensor(lr)},\n'
+            '        {"params": head, "lr": torch.tensor(HEAD_LR_SCALE * lr)},'
+            "  # a group's own rate: a tensor too\n": ('        {"params": body + head, "lr": torch.tensor(lr)},\n')
+        },
+        # lesson 6's optimizer: no recompile, but the head learns at the body's rate
+        {"ex06.optimizer.tensor_lr", "ex06.step.values", "ex06.step.other_schedules"},
+    ),
+    "the lesson's loop over model.blocks": (
+        {LOOP: "    for block in model.blocks:\n        block.compile(backend=backend)\n"},
+        # the hybrid model has no blocks attribute; the lesson's ViT (the timed check) has
+        {"ex06.regional.values", "ex06.regional.one_graph", "ex06.regional.other_model"},
+    ),
+    "one kind of block left eager": (
+        {"        if isinstance(module, block_types):\n": "        if isinstance(module, block_types[-1]):\n"},
+        # right values, but the Mixer blocks run eagerly: one graph where the hybrid needs two
+        {"ex06.regional.one_graph", "ex06.regional.other_model"},
+    ),
     "blocks wrapped in torch.compile, gradients never cleared": (
         {
-            "    for block in model.blocks:\n        block.compile(backend=backend)\n": (
-                "    for i, block in enumerate(model.blocks):\n"
-                "        model.blocks[i] = torch.compile(block, backend=backend)\n"
+            LOOP: (
+                "    for name, module in list(model.named_modules()):\n"
+                "        if isinstance(module, block_types):\n"
+                "            parent, _, child = name.rpartition('.')\n"
+                "            setattr(model.get_submodule(parent), child, torch.compile(module, backend=backend))\n"
             ),
             "        optimizer.zero_grad(set_to_none=True)\n": "",
         },
@@ -34,9 +64,7 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
 # every reference run must pass those checks and every baseline run fail them.
-BASELINE: dict[str, str] = {
-    "    for block in model.blocks:\n        block.compile(backend=backend)\n": "    model.compile(backend=backend)\n"
-}
+BASELINE: dict[str, str] = {LOOP: "    model.compile(backend=backend)\n"}
 
 # The speed checks a wrong submission above fails by measurement, not by a wrong value: the kit's tests grade
 # them for it alone, with nothing else running (`pytest -m timing`), as they grade the reference's.
