@@ -24,7 +24,8 @@ NAMES = (
     ),
     Name(
         "extract_student",
-        "def extract_student(model) -> nn.Module: the plain student inside a Distiller or a torch.compile'd "
-        "Distiller, for inference and saving.",
+        "def extract_student(model) -> nn.Module: the plain student module itself (never an OptimizedModule) "
+        "inside a Distiller or a torch.compile'd Distiller, whose student may itself be torch.compile'd, for "
+        "inference and saving.",
     ),
 )

@@ -53,12 +53,14 @@ def loss(call: Call) -> Reply:
     return Reply(tensors={"losses": torch.stack(values)})
 
 
-def parts(call: Call) -> tuple[nn.Module, nn.Module, nn.Module]:
-    """A learner ``Distiller`` on fresh given models from the judge's seeds: ``(distiller, student, teacher)``."""
+def parts(call: Call, compiled_student: bool = False) -> tuple[nn.Module, nn.Module, nn.Module]:
+    """A learner ``Distiller`` on fresh given models from the judge's seeds: ``(distiller, student, teacher)``,
+    the plain student handed to it wrapped in ``torch.compile`` when ``compiled_student``."""
     profile = get_profile(None, call.device)
     seed = int(call.arg("seed"))
     student, teacher = make_student(profile, seed), make_teacher(profile, seed + 1)
-    distiller = call.get("Distiller")(student, teacher, loss_module(call, TEMPERATURE, ALPHA))
+    given = torch.compile(student, backend="eager") if compiled_student else student  # wrapping only
+    distiller = call.get("Distiller")(given, teacher, loss_module(call, TEMPERATURE, ALPHA))
     if not isinstance(distiller, nn.Module):
         raise Failure("Distiller must be an nn.Module subclass")
     return distiller.to(call.device), student, teacher
@@ -95,15 +97,20 @@ def distiller(call: Call) -> Reply:
 
 @probe("ex03.extract")
 def extract(call: Call) -> Reply:
-    """``extract_student`` on a Distiller and on ``torch.compile`` of one: what it returns, and its output."""
-    model, student, _ = parts(call)
+    """``extract_student`` on a Distiller and on ``torch.compile`` of one, each with a plain and a compiled
+    student: what it returns, and the output and state_dict keys of the most wrapped case's answer."""
     fn = call.get("extract_student")
-    compiled = torch.compile(model, backend="eager")  # wrapping only: no compile happens until a call
     kinds = {}
-    for what, wrapped in (("a Distiller", model), ("torch.compile(distiller)", compiled)):
-        got = learner_call(fn, (wrapped,), f"extract_student({what})")
-        kinds[what] = "student" if got is student else type(got).__name__
-    plain_student = fn(compiled)
+    for compiled_student in (False, True):
+        model, student, _ = parts(call, compiled_student)
+        inner = "torch.compile(student)" if compiled_student else "student"
+        for what, wrapped in (
+            (f"Distiller({inner}, ...)", model),
+            (f"torch.compile(Distiller({inner}, ...))", torch.compile(model, backend="eager")),  # wrapping only
+        ):
+            got = learner_call(fn, (wrapped,), f"extract_student({what})")
+            kinds[what] = "student" if got is student else type(got).__name__
+    plain_student = learner_call(fn, (wrapped,), "extract_student")
     keys = list(plain_student.state_dict())
     with torch.no_grad():
         out = plain(

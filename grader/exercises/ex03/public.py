@@ -161,16 +161,18 @@ def distiller_gradients(learner, ctx) -> None:
     public=True,
 )
 def extracted_student(learner, ctx) -> None:
-    """extract_student gives back the plain student, from a Distiller or a compiled one, ready to save and run."""
+    """extract_student gives back the plain student, from a Distiller or a compiled one, whose student may be
+    compiled too, ready to save and run."""
     student, _ = given_models(ctx, 0)
     images, labels = batch(ctx.profile, seed=12)
     got = learner.ask("ex03.extract", {"seed": 0}, batch_inputs("batch", images, labels))
     for what, kind in got.value("returned", dict).items():
         if kind != "student":
             raise AssertionError(
-                f"extract_student({str(what)[:40]}) returned a {str(kind)[:40]}, not the student module "
+                f"extract_student({str(what)[:80]}) returned a {str(kind)[:40]}, not the student module "
                 "itself. A compiled module keeps the original in `._orig_mod`; its state_dict keys "
-                "start with '_orig_mod.', which a plain ViT cannot load."
+                "start with '_orig_mod.', which a plain ViT cannot load. The Distiller and the student inside "
+                "it may each be compiled: unwrap both."
             )
     if got.value("orig_mod_keys", int):
         raise AssertionError("the extracted student's state_dict keys start with '_orig_mod.'")
@@ -180,5 +182,5 @@ def extracted_student(learner, ctx) -> None:
             student.eval()(images),
             torch.float32,
             "the extracted student's output",
-            "Return the student module itself (model.student, from model._orig_mod when compiled).",
+            "Return the student module itself (model.student, each unwrapped from ._orig_mod when compiled).",
         )
