@@ -6,6 +6,12 @@ from grader.exercises import Name
 NOTEBOOK = lesson("ex01").exercise  # the lesson's manifest (coursekit/lessons/*/lesson.toml) names it
 NAMES = (
     Name(
+        "op_counts",
+        "def op_counts(fn, args: tuple) -> dict[str, int]: fn(*args) once to warm up, then one more call under "
+        "torch.profiler.profile; for every event whose name starts with 'aten::', how many times it ran in that "
+        "one call (its count in key_averages(), calls nested in other ops included).",
+    ),
+    Name(
         "SmoothedCE",
         "class SmoothedCE(nn.Module): __init__(class_weights: Sequence[float], smoothing: float = 0.1, "
         "ignore_index: int = -100); forward(logits [N, C], target [N] int64) -> scalar tensor. Hand-written; "

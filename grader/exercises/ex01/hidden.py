@@ -9,8 +9,19 @@ from torch import nn
 
 from coursekit.lessons.cross_entropy.givens import IGNORE_INDEX, NaiveSmoothedCE, sample_inputs
 from coursekit.models import ToyConvNet
-from grader.exercises.ex01.public import PUBLIC_CASES, VALUE_HINT, Case, Expected, expect_values, loss_args, stored
-from grader.exercises.ex01.reference import accumulated_step, smoothed_ce
+from grader.exercises.ex01.probes import costs_input, hidden_costs
+from grader.exercises.ex01.public import (
+    PROFILE_HINT,
+    PUBLIC_CASES,
+    VALUE_HINT,
+    Case,
+    Expected,
+    expect_op_counts,
+    expect_values,
+    loss_args,
+    stored,
+)
+from grader.exercises.ex01.reference import accumulated_step, profiled_op_counts, smoothed_ce
 from grader.judging import assert_close, assert_consistent, assert_parameters_close
 from grader.registry import Measured, Shortfall, check
 from grader.speed import compare_checked
@@ -48,6 +59,25 @@ def hidden_cases(ctx) -> list[Case]:
         Case("float64", 100, 20, seed=6, smoothing=0.2, dtype=torch.float64),
         Case("profile size", p.loss_batch, p.loss_classes, seed=4),
     ]
+
+
+@check("ex01.profile.hidden", kind="correctness", points=1, needs=("op_counts",))
+def profile_hidden(learner, ctx) -> None:
+    """op_counts on other sizes, drawn with the secret seed: the operators the costs run, and every other ATen
+    operator the grader's own profile of the same call counts (which no formula over the sizes gives)."""
+    rng = random.Random(ctx.secret_seed)
+    for i in range(2):
+        reads, columns, seed = rng.randint(4, 9), rng.randint(6, 12), ctx.secret_seed + i
+        counts = expect_op_counts(learner, reads=reads, columns=columns, seed=seed)
+        want = profiled_op_counts(hidden_costs, (costs_input(reads, columns, seed), reads, columns))
+        wrong = sorted(op for op in want.keys() | counts.keys() if counts.get(op, 0) != want.get(op, 0))
+        if wrong:
+            op = wrong[0]
+            raise AssertionError(
+                f"op_counts with {reads} reads and {columns} columns: {op} counted {counts.get(op, 0)} times, the "
+                f"profiler counts {want.get(op, 0)} ({len(wrong)} operator(s) differ). Count what the profiler "
+                "records in one call, not what you expect the code to run. " + PROFILE_HINT
+            )
 
 
 @check("ex01.smoothed_ce.gradients", kind="correctness", points=2, needs=("SmoothedCE",))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from coursekit.explain import short_reason
+from coursekit.explain import break_count, short_reason
 from coursekit.models import ToyConvNet
 from coursekit.traffic import watch_traffic
 from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
@@ -54,6 +54,36 @@ def loss(call: Call) -> Reply:
     return Reply(tensors=learner_call(loss_and_grad, (fn, logits, call.input("target"), what, call.arg("grads")), what))
 
 
+def hidden_costs(x: torch.Tensor, reads: int, columns: int) -> torch.Tensor:
+    """The grader's function with costs it can count: ``reads`` host reads (``.item()`` of ``x[i, 0]``) and a
+    Python loop over ``columns`` columns (``x[:, j].exp()``)."""
+    total = x.new_zeros(())
+    for i in range(reads):
+        total = total + x[i, 0].item()
+    for j in range(columns):
+        total = total + x[:, j].exp().sum()
+    return total
+
+
+def costs_input(reads: int, columns: int, seed: int) -> torch.Tensor:
+    """The input ``hidden_costs`` runs on: ``[reads + 2, columns + 1]`` values from ``seed``, on the CPU."""
+    return torch.randn(reads + 2, columns + 1, generator=torch.Generator().manual_seed(seed))
+
+
+@probe("ex01.op_counts")
+def profiled_counts(call: Call) -> Reply:
+    """The learner's ``op_counts`` on ``hidden_costs`` with the judge's sizes (on the CPU: ops, not kernels)."""
+    reads, columns = int(call.arg("reads")), int(call.arg("columns"))
+    x = costs_input(reads, columns, int(call.arg("seed")))
+    got = learner_call(call.get("op_counts"), (hidden_costs, (x, reads, columns)), "op_counts")
+    if not isinstance(got, dict):
+        raise Failure(f"op_counts returned {type(got).__name__}; return a dict from op name to count")
+    counts = {
+        str(k)[:80]: v if isinstance(v, int) and not isinstance(v, bool) else repr(v)[:40] for k, v in got.items()
+    }
+    return Reply({"counts": dict(list(counts.items())[:300])})
+
+
 @probe("ex01.traffic")
 def traffic(call: Call) -> Reply:
     """Host/device traffic of the third forward + backward of the learner's loss (two warm-up calls first)."""
@@ -98,7 +128,7 @@ def graphs(call: Call) -> Reply:
     return Reply(
         {
             "graph_count": info.graph_count,
-            "break_count": info.graph_break_count,
+            "break_count": break_count(info),
             "reasons": reasons,
             "frames": counter.frame_count,
         },

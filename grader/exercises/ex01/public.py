@@ -118,6 +118,52 @@ def expect_values(
             )
 
 
+PROFILE_HINT = (
+    "Profile exactly one call of fn(*args) (the warm-up call runs before the profiler starts), read each event's "
+    "name (key) and count from prof.key_averages(), and keep the names that start with 'aten::'."
+)
+
+
+def expect_op_counts(learner, reads: int, columns: int, seed: int) -> dict[str, int]:
+    """``op_counts`` on the grader's function with ``reads`` host reads and a loop over ``columns`` columns counts
+    the operators those lines run: ``.item()`` (``aten::item``, ``aten::_local_scalar_dense``) ``reads`` times,
+    ``aten::exp`` ``columns`` times, ``aten::select`` twice per read and once per column."""
+    got = learner.ask("ex01.op_counts", {"reads": reads, "columns": columns, "seed": seed})
+    counts = got.value("counts", dict)
+    what = f"op_counts on a function with {reads} .item() reads and a loop over {columns} columns"
+    bad = next((k for k, v in counts.items() if not isinstance(v, int)), None)
+    if bad is not None:
+        raise AssertionError(f"{what}: the count of {bad!r} is {counts[bad]}, not an int. " + PROFILE_HINT)
+    other = next((k for k in counts if not k.startswith("aten::")), None)
+    if other is not None:
+        raise AssertionError(f"{what}: {other!r} is not an ATen operator; keep only 'aten::' events. " + PROFILE_HINT)
+    expected = {
+        "aten::_local_scalar_dense": reads,
+        "aten::item": reads,
+        "aten::exp": columns,
+        "aten::select": 2 * reads + columns,
+    }
+    for op, want in expected.items():
+        seen = counts.get(op, 0)
+        if seen == want:
+            continue
+        why = (
+            " That is twice the calls of one run: is the warm-up call inside the profiler?"
+            if seen == 2 * want
+            else " Count every call, nested ones included: key_averages() gives each operator's total."
+        )
+        raise AssertionError(
+            f"{what}: {op} counted {seen} times, the function runs it {want} times.{why} " + PROFILE_HINT
+        )
+    return counts
+
+
+@check("ex01.profile.op_counts", kind="correctness", points=1, needs=("op_counts",), public=True)
+def profile_op_counts(learner, ctx) -> None:
+    """op_counts counts the ATen operators of one call: host reads, a Python loop's operators, nested calls."""
+    expect_op_counts(learner, reads=3, columns=5, seed=0)
+
+
 @check("ex01.smoothed_ce.values", kind="correctness", points=2, needs=("SmoothedCE",), public=True)
 def smoothed_ce_values(learner, ctx) -> None:
     """SmoothedCE matches F.cross_entropy(weight, ignore_index, label_smoothing) on four stored inputs."""

@@ -5,6 +5,36 @@ the learner kit."""
 from __future__ import annotations
 
 WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
+    "the warm-up call profiled too": (
+        {
+            "    fn(*args)  # warm-up: first calls pay one-off costs\n"
+            "    with profile(activities=activities) as prof:\n": (
+                "    with profile(activities=activities) as prof:\n        fn(*args)\n"
+            )
+        },
+        # every count doubled
+        {"ex01.profile.op_counts", "ex01.profile.hidden"},
+    ),
+    "counts written from the function's arguments": (
+        {
+            "    activities = [ProfilerActivity.CPU]": (
+                "    x, reads, columns = args\n"
+                "    return {'aten::item': reads, 'aten::_local_scalar_dense': reads, 'aten::exp': columns,"
+                " 'aten::select': 2 * reads + columns}\n"
+                "    activities = [ProfilerActivity.CPU]"
+            )
+        },
+        # the public formula, no profiler: the hidden check compares every operator with the grader's profile
+        {"ex01.profile.hidden"},
+    ),
+    "operators named without their namespace": (
+        {
+            '    return {event.key: event.count for event in prof.key_averages() if event.key.startswith("aten::")}': (
+                '    return {event.key.removeprefix("aten::"): event.count for event in prof.key_averages()}'
+            )
+        },
+        {"ex01.profile.op_counts", "ex01.profile.hidden"},
+    ),
     "sync in the step": (
         {
             "    optimizer.step()\n    return total": (
