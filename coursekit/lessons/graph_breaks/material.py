@@ -74,9 +74,62 @@ def calibrated_gate(x: torch.Tensor) -> torch.Tensor:
 
 
 @calibrated_gate.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
+def shaped_like_input(x: torch.Tensor) -> torch.Tensor:
     # What the compiler needs to trace around the op: the output's shape, dtype and device.
     return torch.empty_like(x)
+
+
+def numpy_gate_slope(x: torch.Tensor) -> torch.Tensor:
+    """The calibration table's slope at ``x`` (0 outside the table): the derivative of ``numpy_gate``."""
+    xs = x.detach().cpu().numpy()
+    slopes = np.diff(GATE_FP) / np.diff(GATE_XP)
+    segment = np.clip(np.searchsorted(GATE_XP, xs, side="right") - 1, 0, len(slopes) - 1)
+    inside = (xs >= GATE_XP[0]) & (xs <= GATE_XP[-1])
+    return torch.from_numpy(np.where(inside, slopes[segment], 0.0)).to(device=x.device, dtype=x.dtype)
+
+
+@torch.library.custom_op("lesson02::gate_slope", mutates_args=())
+def gate_slope(x: torch.Tensor) -> torch.Tensor:
+    """The slope as an op of its own: the backward below runs inside compiled code too."""
+    with record_function("lesson02::gate_slope"):
+        return numpy_gate_slope(x)
+
+
+gate_slope.register_fake(shaped_like_input)  # the same fake: an output shaped like x
+
+
+@torch.library.custom_op("lesson02::trainable_gate", mutates_args=())
+def trainable_gate(x: torch.Tensor) -> torch.Tensor:
+    """``calibrated_gate`` that gradients flow through: the same values, with a backward registered."""
+    with record_function("lesson02::trainable_gate"):
+        return numpy_gate(x)
+
+
+trainable_gate.register_fake(shaped_like_input)  # the same fake: an output shaped like x
+
+
+def gate_setup_context(ctx, inputs: tuple[torch.Tensor], output: torch.Tensor) -> None:
+    ctx.save_for_backward(inputs[0])  # what the backward needs, saved when the forward runs
+
+
+def gate_backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+    (x,) = ctx.saved_tensors
+    return grad * gate_slope(x)  # AOTAutograd traces this too: it may call only traceable code and ops
+
+
+trainable_gate.register_autograd(gate_backward, setup_context=gate_setup_context)
+
+
+def rescale_if_large(x: torch.Tensor, limit: float = 4.0) -> torch.Tensor:
+    """Scale ``x`` down to norm ``limit`` when it is longer: a Python branch on a tensor's value."""
+    if x.norm() > limit:
+        return x * (limit / x.norm())
+    return x
+
+
+def rescale_with_cond(x: torch.Tensor, limit: float = 4.0) -> torch.Tensor:
+    """The same with ``torch.cond``: both branches are traced, and the graph picks one at run time."""
+    return torch.cond(x.norm() > limit, lambda x: x * (limit / x.norm()), lambda x: x.clone(), (x,))
 
 
 @torch.compiler.disable
