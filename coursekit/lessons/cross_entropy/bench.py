@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from coursekit.cache import use_repo_compile_cache
 from coursekit.lessons.cross_entropy.material import LADDER, build
+from coursekit.lessons.cross_entropy.vocab import markdown_rows, measure_vocab, vocab_shape
 from coursekit.profile import Profile, apply_threads
 from coursekit.results import doc_header, duration, machine_label
 from coursekit.timing import Timing, synchronize
@@ -114,9 +115,14 @@ def measure_ladder(profile: Profile, names: Sequence[str] | None = None, progres
     return add_speedups(rows)
 
 
-def results_doc(profile: Profile, rows: list[dict]) -> dict:
-    """Lesson 1's JSON document: the header, the baseline rung's name and the rungs."""
-    return {**doc_header(profile, "lesson01"), "baseline": rows[0]["name"], "rungs": rows}
+def results_doc(profile: Profile, rows: list[dict], vocab: list[dict] | None = None) -> dict:
+    """Lesson 1's JSON document: the header, the baseline rung's name, the rungs and, when measured, the last
+    rung's large-vocabulary losses (``vocab.measure_vocab``'s rows, with the shape they were measured at)."""
+    doc = {**doc_header(profile, "lesson01"), "baseline": rows[0]["name"], "rungs": rows}
+    if vocab is not None:
+        tokens, classes = vocab_shape(profile)
+        doc["large_vocab"] = {"tokens": tokens, "classes": classes, "variants": vocab}
+    return doc
 
 
 def markdown_table(doc: dict) -> str:
@@ -137,6 +143,10 @@ def markdown_table(doc: dict) -> str:
             f"| {lo['median']:.3g} [{lo['q1']:.3g}-{lo['q3']:.3g}] | {r['loss_speedup']:.2f}x "
             f"| {r['syncs']} | {r['host_tensors']} | {duration(r['first_call_ms'])} |"
         )
+    if "large_vocab" in doc:
+        vocab = doc["large_vocab"]
+        lines += ["", f"Rung 9, {vocab['tokens']} tokens x {vocab['classes']} classes (float32 logits):", ""]
+        lines.append(markdown_rows(vocab["variants"]))
     return "\n".join(lines) + "\n"
 
 
@@ -172,5 +182,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(profile: Profile, args: argparse.Namespace | None = None) -> dict:
-    """The results document of ``python -m coursekit.bench --lesson 1``."""
-    return results_doc(profile, measure_ladder(profile, getattr(args, "rungs", None)))
+    """The results document of ``python -m coursekit.bench --lesson 1`` (the large-vocabulary rung too, unless
+    ``--rungs`` picked some of the ladder's)."""
+    rungs = getattr(args, "rungs", None)
+    vocab = None if rungs else measure_vocab(profile)[0]
+    return results_doc(profile, measure_ladder(profile, rungs), vocab)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from coursekit import results
 from coursekit.lessons.cross_entropy import bench
 from coursekit.lessons.cross_entropy.material import CLASS_WEIGHT, LADDER, NUM_CLASSES, build
+from coursekit.lessons.cross_entropy.vocab import handwritten_cross_entropy, inductor_kernels, vocab_shape
 from coursekit.profile import get_profile
 from coursekit.traffic import watch_traffic
 
@@ -95,3 +96,48 @@ def test_bench_writes_required_keys(tmp_path) -> None:
     assert doc["rungs"][0]["step_speedup"] == 1.0
     assert doc["rungs"][0]["syncs"] >= 1 and doc["rungs"][1]["syncs"] == 0
     assert "| 3 arange |" in md_path.read_text()
+    assert "large_vocab" not in doc  # measured only when asked for
+
+
+def test_bench_records_the_large_vocabulary_rung_with_its_shape() -> None:
+    tiny = dataclasses.replace(get_profile("smoke", "cpu"), batch_size=8, image_size=8, steps=2, warmup=1)
+    rows = [{"variant": "eager built-in", "ms": 2.0, "peak_mib": 48.0, "peak_in_logits": 3.0}]
+    doc = bench.results_doc(tiny, bench.measure_ladder(tiny, ["3 arange"], progress=False), rows)
+    assert doc["large_vocab"] == {"tokens": vocab_shape(tiny)[0], "classes": vocab_shape(tiny)[1], "variants": rows}
+    assert "| eager built-in | 2 | 48 | 3.00 |" in bench.markdown_table(doc)
+
+
+def test_handwritten_large_vocabulary_loss_equals_cross_entropy() -> None:
+    logits = (8 * torch.randn(6, 5000)).requires_grad_()  # large logits: a naive log-softmax would overflow exp()
+    targets = torch.randint(0, 5000, (6,))
+    ref = logits.detach().clone().requires_grad_()
+    got, want = handwritten_cross_entropy(logits, targets), F.cross_entropy(ref, targets)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(logits.grad, ref.grad)
+
+
+def test_vocab_sizes_come_from_the_manifest_for_every_profile() -> None:
+    for name in ("smoke", "full"):
+        tokens, classes = vocab_shape(get_profile(name, "cpu"))
+        assert tokens > 0 and classes >= 32768, f"{name}: the last rung is about a large vocabulary, got {classes}"
+
+
+@pytest.mark.slow
+def test_inductor_kernels_are_listed_only_when_the_kernel_profile_was_on() -> None:
+    """The lesson's claim: without ``cpp.enable_kernel_profile`` a CPU profile shows no Inductor kernel by name."""
+    logits, targets = torch.randn(4, 64, requires_grad=True), torch.randint(0, 64, (4,))
+    found = {}
+    for on in (False, True):
+        torch.compiler.reset()
+        with torch._inductor.config.patch({"cpp.enable_kernel_profile": on, "fx_graph_cache": False}):
+            loss = torch.compile(handwritten_cross_entropy, fullgraph=True)
+            loss(logits, targets).backward()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            loss(logits, targets).backward()
+        found[on] = inductor_kernels(prof)
+    torch.compiler.reset()
+    assert not found[False], f"kernels listed with the kernel profile off: {found[False]}"
+    assert any("logsumexp" in name for name, _, _ in found[True]), f"no forward kernel named: {found[True]}"
+    assert all(calls == 1 and us > 0 for _, calls, us in found[True]), found[True]
