@@ -25,6 +25,7 @@ only) and compute the same outputs and gradients; the tests check it.
 from __future__ import annotations
 
 import io
+import zlib
 
 import numpy as np
 import torch
@@ -130,6 +131,24 @@ def rescale_if_large(x: torch.Tensor, limit: float = 4.0) -> torch.Tensor:
 def rescale_with_cond(x: torch.Tensor, limit: float = 4.0) -> torch.Tensor:
     """The same with ``torch.cond``: both branches are traced, and the graph picks one at run time."""
     return torch.cond(x.norm() > limit, lambda x: x * (limit / x.norm()), lambda x: x.clone(), (x,))
+
+
+def hashed_row(table: torch.Tensor, feature: str) -> torch.Tensor:
+    """The hashing trick: a feature's name, hashed by a C function (``zlib.crc32``), picks a row of ``table``."""
+    return table[zlib.crc32(feature.encode()) % table.shape[0]]
+
+
+traced_hashed_row = torch._dynamo.nonstrict_trace(hashed_row)  # also torch.compiler.nonstrict_trace on newer torch
+
+
+def scores_with_feature(x: torch.Tensor, table: torch.Tensor, feature: str) -> torch.Tensor:
+    """Scores plus a hashed feature's learned bias: Dynamo breaks at ``zlib.crc32``."""
+    return (x + hashed_row(table, feature)).relu()
+
+
+def scores_with_traced_feature(x: torch.Tensor, table: torch.Tensor, feature: str) -> torch.Tensor:
+    """The same through ``traced_hashed_row``: Dynamo records one call, AOTAutograd traces into it."""
+    return (x + traced_hashed_row(table, feature)).relu()
 
 
 @torch.compiler.disable

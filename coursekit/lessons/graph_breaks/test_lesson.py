@@ -14,6 +14,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from torch._dynamo.testing import CompileCounterWithBackend
 
 from coursekit import bench as bench_cli
 from coursekit import results
@@ -29,6 +30,8 @@ from coursekit.lessons.graph_breaks.material import (
     calibrated_gate,
     check_images,
     numpy_gate,
+    scores_with_feature,
+    scores_with_traced_feature,
 )
 from coursekit.profile import get_profile
 
@@ -104,6 +107,25 @@ def test_custom_op_passes_opcheck_and_matches_numpy() -> None:
     want = np.interp(x.numpy(), GATE_XP, GATE_FP)
     np.testing.assert_allclose(calibrated_gate(x).numpy(), want, rtol=1e-6)
     torch.testing.assert_close(calibrated_gate(x), numpy_gate(x))
+
+
+def test_nonstrict_trace_keeps_the_hashed_feature_in_one_graph_and_guards_on_its_name() -> None:
+    """Lesson 2's claims: Dynamo breaks at ``zlib.crc32``; the marked helper compiles whole, trains, and a new
+    feature name compiles again (its row is baked into the trace)."""
+    x, table = torch.randn(4, 8), torch.randn(16, 8, requires_grad=True)
+    torch.compiler.reset()
+    assert explain_counts(scores_with_feature, x, table, "a")["breaks"] >= 1
+    torch.compiler.reset()
+    assert explain_counts(scores_with_traced_feature, x, table, "a")["breaks"] == 0
+    torch.compiler.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(scores_with_traced_feature, backend=counter, fullgraph=True)
+    for feature in ("user_country", "item_brand", "user_country"):
+        torch.testing.assert_close(compiled(x, table, feature), scores_with_feature(x, table, feature))
+    assert counter.frame_count == 2, f"two names, {counter.frame_count} compiles"
+    compiled(x, table, "user_country").sum().backward()
+    assert table.grad is not None and (table.grad.abs().sum(dim=1) > 0).sum() == 1
+    torch.compiler.reset()
 
 
 def test_check_images_rejects_bad_batches() -> None:
