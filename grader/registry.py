@@ -139,13 +139,15 @@ def instructor_only(exercise: str) -> list[dict[str, Any]]:
     return [c for c in json.loads(path.read_text())["checks"] if c["id"] not in held]
 
 
+def summary(doc: str | None) -> str:
+    """A check's description for a table: its docstring's first paragraph on one line (docstrings wrap)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
 def instructor_index(exercise: str) -> dict[str, Any]:
     """What ``make release`` writes as ``instructor_checks.json`` for ``exercise``: its hidden checks, described."""
     hidden = [c for c in checks_for(exercise) if not c.public]
     return {
         "generated": "by `make release` (tools/classroom.py) from the grader's hidden checks; do not edit",
-        "checks": [
-            {"id": c.id, "kind": c.kind, "points": c.points, "what": (c.fn.__doc__ or "").strip().split("\n")[0]}
-            for c in hidden
-        ],
+        "checks": [{"id": c.id, "kind": c.kind, "points": c.points, "what": summary(c.fn.__doc__)} for c in hidden],
     }

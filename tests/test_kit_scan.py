@@ -28,3 +28,15 @@ def test_the_scan_refuses_a_shipped_module_that_defines_an_interface_name(tmp_pa
     (tmp_path / "grader" / "helper.py").write_text("def op_counts(fn, args):\n    return {}\n")
     problems, _ = forbidden_definitions(tmp_path)
     assert problems and "op_counts" in problems[0], problems
+
+
+def test_the_kit_readme_promises_timed_checks_only_where_the_kit_holds_some(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from grader import registry
+    from tools.classroom import kit_timing_line
+
+    assert "untimed" in kit_timing_line() and "FULL=1" not in kit_timing_line()  # no public check is timed today
+    timed = SimpleNamespace(id="ex09.fast", kind="speed", public=True)
+    monkeypatch.setattr(registry, "load_all", lambda: {"ex09.fast": timed})
+    assert "FULL=1" in kit_timing_line() and "ex09.fast" in kit_timing_line()

@@ -69,6 +69,9 @@ def test_the_learner_kit_lists_the_checks_it_does_not_hold(tmp_path, monkeypatch
 
     index = registry.instructor_index("ex02")
     assert index["checks"] and all(c["what"] and not c["what"].startswith('"') for c in index["checks"])
+    for ex in {c.exercise for c in registry.load_all().values()}:  # a docstring's wrapped first sentence, whole
+        for c in registry.instructor_index(ex)["checks"]:
+            assert c["what"].endswith((".", ")", "`")) and "\n" not in c["what"], f"{c['id']}: {c['what']!r}"
     index["checks"].append({"id": "ex02.kit.only", "kind": "speed", "points": 3, "what": "logits [N, C] only"})
     (tmp_path / "ex02").mkdir()
     (tmp_path / "ex02" / registry.INSTRUCTOR_INDEX).write_text(json.dumps(index))

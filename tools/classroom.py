@@ -125,7 +125,7 @@ make check EX=01   # workshop mode: check exercise 1 quickly, and see your progr
 minutes; on a machine without an NVIDIA GPU, `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes
 torch and torchvision from PyTorch's CPU-only index instead (no CUDA libraries; the same versions).
 `make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then follows it);
-`make check EX=01 FULL=1` adds the timed checks; `make grade` runs every check in this kit on `exercises/`.
+`make grade` runs every check in this kit on `exercises/`. {timed}
 
 In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
 piece at once; the hidden checks are not in this kit: they run when your instructor grades your work, and
@@ -140,6 +140,17 @@ what they count, beside what they usually ask for.
 If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place so the first
 `torch.compile` of each lesson starts warm.
 """
+
+
+def kit_timing_line() -> str:
+    """What the kit's README says about timed checks: whether ``FULL=1`` adds any that the kit holds."""
+    from grader.registry import load_all
+
+    held = [c.id for c in load_all().values() if c.kind == "speed" and c.public]
+    if held:
+        return f"`make check EX=01 FULL=1` adds this kit's timed checks ({', '.join(held)})."
+    return "Every check in this kit is untimed: speed is graded by your instructor, against the grader's own baseline."
+
 
 KIT_MAKEFILE = """\
 # The learner kit's entry points. `make setup` first.
@@ -168,7 +179,7 @@ setup:  ## create .venv with the pinned dependencies and this kit (TORCH_INDEX=.
 lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
 \t$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-check:  ## check one exercise quickly (EX=01 or EX=path/to/notebook.ipynb; FULL=1 adds the timed checks)
+check:  ## check one exercise quickly (EX=01 or EX=path/to/notebook.ipynb; FULL=1: the kit's timed checks, if any)
 \t$(BIN)/python -m grader check $(EX) $(if $(FULL),--full)
 
 grade:  ## run every public check on exercises/
@@ -470,7 +481,7 @@ def build_kit(course: Path, released: list[Path], caches: list[Path]) -> tuple[P
             folder.mkdir(parents=True, exist_ok=True)
             (folder / INSTRUCTOR_INDEX).write_text(json.dumps(index, indent=1) + "\n")
     (stage / "requirements.txt").write_text(kit_requirements())
-    (stage / "README.md").write_text(KIT_README)
+    (stage / "README.md").write_text(KIT_README.replace("{timed}", kit_timing_line()))
     (stage / "Makefile").write_text(KIT_MAKEFILE)
     (stage / "pyproject.toml").write_text(KIT_PYPROJECT)
     problems = verify_kit(stage)

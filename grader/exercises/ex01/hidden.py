@@ -163,7 +163,8 @@ def compiled_values(learner, ctx) -> None:
 
 @check("ex01.compiled.single_graph", kind="structure", points=2, needs=("compile_loss", "SmoothedCE"))
 def compiled_single_graph(learner, ctx) -> Measured:
-    """SmoothedCE compiles to one graph with no breaks, and compile_loss compiles it once for three batches."""
+    """SmoothedCE compiles to one graph with no breaks, and compile_loss compiles it once for three batches of one
+    shape."""
     exp = _profile_case(ctx)
     batches = [sample_inputs(exp.case.rows, exp.case.classes, exp.case.seed + i) for i in range(3)]
     inputs = {"logits0": exp.logits, "target0": exp.target}
