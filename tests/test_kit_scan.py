@@ -1,4 +1,4 @@
-"""The learner kit's release scan, without nbgrader: nothing that ships defines a name learners must write.
+"""The learner kit's release scan, without running nbgrader: nothing that ships defines a name learners must write.
 
 ``make release`` runs the same scan on the staged kit (the workflow test, in ``make test``'s timing pass); this
 test runs it in ``make test-fast``, so a grader helper named like an interface name is caught in seconds.
@@ -9,7 +9,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tools.classroom import forbidden_definitions, kit_files
+import pytest
+
+pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
+
+from tools.classroom import forbidden_definitions, kit_files  # noqa: E402
 
 
 def test_no_shipped_module_defines_an_interface_name_or_a_reference_function(tmp_path: Path) -> None:

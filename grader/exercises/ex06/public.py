@@ -129,7 +129,12 @@ def expect_one_graph_per_kind(learner, ctx, seed: int, spec: dict) -> Measured:
             f"a second step compiled {second - first} more graph(s): something in the "
             "blocks changes between steps. " + REGIONAL_HINT
         )
-    return Measured(1, 1, f"{blocks} blocks, {kinds} compiled graph(s) of {sorted(sizes)} linear layers")
+    return Measured(  # graphs compiled, against one per kind of block
+        first,
+        kinds,
+        f"{blocks} blocks of {kinds} kind(s): {first} compiled graph(s), one per kind, of "
+        f"{sorted(sizes)} linear layers",
+    )
 
 
 @check("ex06.regional.values", kind="correctness", points=2, needs=("compile_blocks",), public=True)
