@@ -10,6 +10,7 @@ measures each variant's peak memory with :func:`coursekit.peak_memory.peak_bytes
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,7 @@ from coursekit.lessons import lesson
 from coursekit.peak_memory import MIB, peak_bytes
 from coursekit.profile import Profile
 from coursekit.timing import Comparison, compare
+from coursekit.training import loss_inputs
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -47,10 +49,7 @@ def vocab_shape(profile: Profile) -> tuple[int, int]:
 def vocab_inputs(profile: Profile, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh logits (a leaf that requires grad, float32) and target token ids, on the profile's device."""
     tokens, classes = vocab_shape(profile)
-    gen = torch.Generator().manual_seed(seed)
-    logits = torch.randn(tokens, classes, generator=gen).to(profile.device).requires_grad_()
-    targets = torch.randint(0, classes, (tokens,), generator=gen).to(profile.device)
-    return logits, targets
+    return loss_inputs(replace(profile, num_classes=classes), seed, rows=tokens)
 
 
 def forward_backward(loss: Loss) -> Callable[[torch.Tensor, torch.Tensor], None]:
@@ -80,7 +79,8 @@ def measure_vocab(profile: Profile) -> tuple[list[dict], dict[str, Comparison]]:
         )
         pairs[compiled] = ab
         timings[eager], timings[compiled] = ab.baseline.median_s, ab.candidate.median_s
-    logits_mib = vocab_inputs(profile, seed=0)[0].nbytes / MIB
+    tokens, classes = vocab_shape(profile)
+    logits_mib = tokens * classes * 4 / MIB  # float32
     rows = []
     for name, loss in losses.items():
         logits, targets = vocab_inputs(profile, seed=0)
