@@ -21,6 +21,9 @@ TEST_JOBS ?= 2
 # sends each process a chunk of consecutive tests up front, which gave one process every reference grading and
 # notebook while the other graded wrong submissions before their exercise's compiled kernels were seeded
 XDIST_ORDER := --maxschedchunk 1
+# each test process of a parallel pass runs single-threaded: TEST_JOBS processes already fill the cores, and a
+# second OpenMP thread or Inductor compile process per test only makes them wait for each other (README, "make test")
+PARALLEL_ENV := OMP_NUM_THREADS=1 TORCHINDUCTOR_COMPILE_THREADS=1
 # the oldest torch the kit supports, for `make test-compat`
 COMPAT_VENV ?= .venv-compat
 COMPAT_TORCH ?= 2.11.0
@@ -66,7 +69,7 @@ format:  ## ruff: fix what can be fixed and format in place (then `make exercise
 	$(BIN)/ruff format .
 
 test: lint  ## lint, then the whole suite (CPU smoke profile): most in TEST_JOBS processes, then what times speed, alone
-	$(BIN)/python -m pytest -m "not timing and not browser" -n $(TEST_JOBS) $(XDIST_ORDER) --junitxml=reports/tests-parallel.xml
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -m "not timing and not browser" -n $(TEST_JOBS) $(XDIST_ORDER) --junitxml=reports/tests-parallel.xml
 	$(BIN)/python -m pytest -m timing --junitxml=reports/tests-timing.xml
 
 test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(COMPAT_VENV): what can differ between versions
@@ -76,7 +79,7 @@ test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(
 	$(COMPAT_VENV)/bin/python -m pip install --quiet -r $(COMPAT_VENV)/requirements.txt
 	$(COMPAT_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(COMPAT_VENV)/bin/python -c "import torch, torchvision, timm; print('compat: torch', torch.__version__, '| torchvision', torchvision.__version__)"
-	$(COMPAT_VENV)/bin/python -m pytest -m "not timing" -n $(TEST_JOBS) $(XDIST_ORDER) $(COMPAT_TESTS) --junitxml=reports/tests-compat.xml
+	$(PARALLEL_ENV) $(COMPAT_VENV)/bin/python -m pytest -m "not timing" -n $(TEST_JOBS) $(XDIST_ORDER) $(COMPAT_TESTS) --junitxml=reports/tests-compat.xml
 
 test-browser:  ## JupyterLab in Debian's Chromium (Playwright): a lesson run from the Run menu, an exercise's PASS and FAIL lines, TensorBoard
 	$(BIN)/python -m pytest -m browser --junitxml=reports/tests-browser.xml
