@@ -1,4 +1,5 @@
-"""One pytest test per registered check; the submission is graded once per session."""
+"""One pytest test per registered check; each notebook is graded once per session, on the checks selected
+(``-k`` and ``-m`` narrow what is graded, not only what is reported)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,16 @@ def graded() -> dict:
     return {}
 
 
-def test_check(exercise, notebook, check_id, graded) -> None:
+def _selected(session: pytest.Session, notebook) -> list[str]:
+    """The check ids this session runs for ``notebook``, in collection order."""
+    return [
+        item.callspec.params["check_id"]
+        for item in session.items
+        if hasattr(item, "callspec") and item.callspec.params.get("notebook") == notebook
+    ]
+
+
+def test_check(exercise, notebook, check_id, graded, request: pytest.FixtureRequest) -> None:
     if notebook not in graded:
         if not notebook.is_file():
             pytest.fail(f"notebook not found: {notebook}")
@@ -31,7 +41,12 @@ def test_check(exercise, notebook, check_id, graded) -> None:
         graded[notebook] = {
             r.id: r
             for r in grade_notebook(
-                notebook, exercise, profile, Context.create(profile).secret_seed, progress=False
+                notebook,
+                exercise,
+                profile,
+                Context.create(profile).secret_seed,
+                check_ids=_selected(request.session, notebook),
+                progress=False,
             ).results
         }
     result = graded[notebook][check_id]
