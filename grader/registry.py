@@ -145,9 +145,25 @@ def summary(doc: str | None) -> str:
 
 
 def instructor_index(exercise: str) -> dict[str, Any]:
-    """What ``make release`` writes as ``instructor_checks.json`` for ``exercise``: its hidden checks, described."""
-    hidden = [c for c in checks_for(exercise) if not c.public]
+    """What ``make release`` writes as ``instructor_checks.json`` for ``exercise``: its hidden checks, described,
+    and for a speed check the gain it requires by default on each device class (``required``; an instructor's
+    calibration for their machine replaces it when they grade)."""
+    from grader.context import load_thresholds
+
+    thresholds = load_thresholds()
+    checks = []
+    for c in checks_for(exercise):
+        if c.public:
+            continue
+        entry: dict[str, Any] = {"id": c.id, "kind": c.kind, "points": c.points, "what": summary(c.fn.__doc__)}
+        if c.kind == "speed":
+            entry["required"] = {
+                device: float(thresholds[device][c.id]["required"])
+                for device in ("cpu", "cuda")
+                if c.id in thresholds.get(device, {})
+            }
+        checks.append(entry)
     return {
         "generated": "by `make release` (tools/classroom.py) from the grader's hidden checks; do not edit",
-        "checks": [{"id": c.id, "kind": c.kind, "points": c.points, "what": summary(c.fn.__doc__)} for c in hidden],
+        "checks": checks,
     }

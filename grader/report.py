@@ -80,13 +80,26 @@ def print_table(report: dict, console: Console | None = None) -> None:
             c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else ""),
         )
     for c in elsewhere:
-        timed = (
-            " Timed against the grader's own baseline, with your device class's threshold."
-            if c["kind"] == "speed"
-            else ""
-        )
+        required = c.get("required", {}).get(report.get("device", ""))
+        timed = ""
+        if c["kind"] == "speed":
+            device = "CUDA GPU" if report.get("device") == "cuda" else "CPU"
+            timed = " Timed against the grader's own baseline" + (
+                f": on a {device} it requires {required:.2f}x by default (a calibration of your instructor's"
+                " machine may set another)."
+                if required is not None
+                else ", with your device class's threshold."
+            )
         what = escape(c["what"]) + timed
-        table.add_row(c["id"], c["kind"], f"-/{c['points']}", "[dim]graded by your instructor[/]", "", "", what)
+        table.add_row(
+            c["id"],
+            c["kind"],
+            f"-/{c['points']}",
+            "[dim]graded by your instructor[/]",
+            "",
+            _fmt(required, "speed") if required is not None else "",
+            what,
+        )
     console.print(table)
     sandbox = report.get("sandbox", "")
     console.print(f"[bold red]{sandbox}[/]" if sandbox.startswith("NO SANDBOX") else f"[dim]{sandbox}[/]")

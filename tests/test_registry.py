@@ -72,13 +72,19 @@ def test_the_learner_kit_lists_the_checks_it_does_not_hold(tmp_path, monkeypatch
     for ex in {c.exercise for c in registry.load_all().values()}:  # a docstring's wrapped first sentence, whole
         for c in registry.instructor_index(ex)["checks"]:
             assert c["what"].endswith((".", ")", "`")) and "\n" not in c["what"], f"{c['id']}: {c['what']!r}"
-    index["checks"].append({"id": "ex02.kit.only", "kind": "speed", "points": 3, "what": "logits [N, C] only"})
+    speed = [c for c in index["checks"] if c["kind"] == "speed"]  # the default gains ship, for both device classes
+    assert speed and all(set(c["required"]) == {"cpu", "cuda"} and min(c["required"].values()) > 1 for c in speed)
+    assert all("required" not in c for c in index["checks"] if c["kind"] != "speed")
+    index["checks"].append(
+        {"id": "ex02.kit.only", "kind": "speed", "points": 3, "what": "logits [N, C] only", "required": {"cpu": 1.5}}
+    )
     (tmp_path / "ex02").mkdir()
     (tmp_path / "ex02" / registry.INSTRUCTOR_INDEX).write_text(json.dumps(index))
     monkeypatch.setattr(registry, "EXERCISES_DIR", tmp_path)
     assert [c["id"] for c in registry.instructor_only("ex02")] == ["ex02.kit.only"]  # held checks are not listed
     report = {
-        "score": 2, "max_score": 2, "device_name": "cpu", "profile": "smoke", "torch": "x", "notebooks": [],
+        "score": 2, "max_score": 2, "device": "cpu", "device_name": "cpu", "profile": "smoke", "torch": "x",
+        "notebooks": [],
         "checks": [{"id": "ex02.calibrate.opcheck", "exercise": "ex02", "kind": "structure", "points": 2,
                     "max_points": 2, "passed": True, "measured": None, "required": None, "message": "ok"}],
     }  # fmt: skip
@@ -87,6 +93,8 @@ def test_the_learner_kit_lists_the_checks_it_does_not_hold(tmp_path, monkeypatch
     text = out.getvalue()
     assert "(3 more from your instructor's grading)" in text and "graded by your instructor" in text
     assert "logits [N, C] only" in text and "Timed against the grader's own baseline" in text
+    row = next(line for line in text.splitlines() if "ex02.kit.only" in line)
+    assert "1.50x" in row and "1.50x by default" in text  # the required column, and the message says it
 
 
 def test_a_grader_without_thresholds_says_it_has_no_timed_checks(monkeypatch, tmp_path) -> None:

@@ -149,7 +149,10 @@ def kit_timing_line() -> str:
     held = [c.id for c in load_all().values() if c.kind == "speed" and c.public]
     if held:
         return f"`make check EX=01 FULL=1` adds this kit's timed checks ({', '.join(held)})."
-    return "Every check in this kit is untimed: speed is graded by your instructor, against the grader's own baseline."
+    return (
+        "Every check in this kit is untimed: speed is graded by your instructor, against the grader's own baseline"
+        " (`make check` shows the gain each speed check requires by default)."
+    )
 
 
 KIT_MAKEFILE = """\
