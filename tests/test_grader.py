@@ -195,6 +195,30 @@ def test_cli_scores_bad_input_zero_with_a_clear_message(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
+def test_pytest_front_end_grades_only_the_selected_checks(monkeypatch, tmp_path: Path) -> None:
+    """``pytest grader -k ...`` grades a notebook on the checks the session kept, not on all of its exercise's."""
+    from types import SimpleNamespace
+
+    from grader import test_submission
+
+    notebook, other = tmp_path / "01_x.ipynb", tmp_path / "02_x.ipynb"
+    notebook.write_text("{}")
+    item = lambda nb, cid: SimpleNamespace(callspec=SimpleNamespace(params={"notebook": nb, "check_id": cid}))  # noqa: E731
+    session = SimpleNamespace(items=[item(notebook, "ex01.a"), item(other, "ex02.b"), item(notebook, "ex01.c")])
+    asked = []
+
+    def fake_grade(path, exercise, profile, seed, check_ids=None, progress=True):
+        asked.append(check_ids)
+        result = SimpleNamespace(id="", passed=True, message="ok")
+        return SimpleNamespace(results=[SimpleNamespace(**{**vars(result), "id": cid}) for cid in check_ids])
+
+    monkeypatch.setattr(test_submission, "grade_notebook", fake_grade)
+    graded: dict = {}
+    for cid in ("ex01.a", "ex01.c"):
+        test_submission.test_check("ex01", notebook, cid, graded, SimpleNamespace(session=session))
+    assert asked == [["ex01.a", "ex01.c"]]  # graded once, on the two selected checks of this notebook only
+
+
 def test_pytest_front_end_runs_the_same_checks() -> None:
     proc = subprocess.run(
         [
