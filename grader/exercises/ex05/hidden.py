@@ -93,7 +93,8 @@ def culprit_hidden(learner, ctx) -> None:
 
 @check("ex05.fix.edge", kind="correctness", points=1, needs=("FixedGatedMLP",))
 def fix_edge(learner, ctx) -> None:
-    """FixedGatedMLP matches GatedMLP in float64 and on saturating inputs, eagerly and compiled under the bugs."""
+    """FixedGatedMLP matches GatedMLP in float64 and on saturating inputs, eagerly and compiled under the bugs, and
+    eagerly at exact break points (a gate input of exactly 0, for one)."""
     seed = ctx.secret_seed % 1000 + 20
     hint = (
         "Both rewritten operations must equal the originals everywhere: check very negative, near-zero and "
@@ -109,3 +110,8 @@ def fix_edge(learner, ctx) -> None:
             compare_fb(
                 got, "compiled", want, dtype, "FixedGatedMLP compiled under the planted bugs, saturating inputs", hint
             )
+    x = make_input(seed, DEVICE, dtype=torch.float64)
+    want = reference_fb(seed, x, torch.float64, break_points=True)
+    got = ask_fix(learner, seed, x, compiled=False, dtype="float64", break_points=True)
+    what = "FixedGatedMLP vs GatedMLP, eager, float64, pre-activations at exact points (the gate's input 0 among them)"
+    compare_fb(got, "eager", want, torch.float64, what, hint)

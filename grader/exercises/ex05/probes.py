@@ -27,6 +27,21 @@ from coursekit.lessons.debugging.material import (
 from grader.probing import Call, Failure, Reply, plain, probe
 
 DEVICE = "cpu"
+
+
+def at_break_points(model: nn.Module) -> None:
+    """Make every token's pre-activations exact values that hit the gate's special point: ``up``'s weights zero, its
+    bias the activation's inputs (away from hardswish's kinks at +-3, where a derivative is only a convention) and
+    the gate's inputs -8, -7.5, ..., 7.5, exactly 0 among them, where a sigmoid built from ``exp(-|g|)`` gets its
+    gradient wrong (``abs`` has gradient 0 there)."""
+    half = model.up.out_features // 2
+    activation = torch.linspace(-5.5, 5.5, half, dtype=torch.float64)
+    gate = torch.arange(half, dtype=torch.float64) * 0.5 - 8.0
+    with torch.no_grad():
+        model.up.weight.zero_()
+        model.up.bias.copy_(torch.cat([activation, gate]))
+
+
 FIX_HINT = (
     "Rewrite each culprit operation in FixedGatedMLP (override normalise, activation or gate) with other "
     "operations that compute the same values, so that no planted bug is reached, in the forward or the backward."
@@ -176,6 +191,8 @@ def fixed_model(call: Call, seed: int, dtype: torch.dtype) -> nn.Module:
     if call.arg("up_scale"):
         with torch.no_grad():
             fixed.up.weight.mul_(float(call.arg("up_scale")))  # pre-activations far into every regime
+    if call.arg("break_points", False):
+        at_break_points(fixed)
     return fixed
 
 

@@ -15,7 +15,7 @@ import torch
 
 from coursekit.lessons.debugging.givens import EXERCISE_BUGS, make_input, make_model
 from coursekit.lessons.debugging.material import LADDER, Bug
-from grader.exercises.ex05.probes import DEVICE, FIX_HINT
+from grader.exercises.ex05.probes import DEVICE, FIX_HINT, at_break_points
 from grader.judging import assert_close, assert_consistent
 from grader.protocol import Answer
 from grader.registry import Measured, check
@@ -180,13 +180,19 @@ def culprit_given(learner, ctx) -> None:
 
 
 def reference_fb(
-    seed: int, x: torch.Tensor, dtype: torch.dtype = torch.float32, up_scale: float | None = None
+    seed: int,
+    x: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
+    up_scale: float | None = None,
+    break_points: bool = False,
 ) -> dict[str, torch.Tensor]:
     """The given GatedMLP's output and parameter gradients (of the output's sum) on ``x``."""
     model = make_model(seed, DEVICE).to(dtype)
     if up_scale:
         with torch.no_grad():
             model.up.weight.mul_(up_scale)
+    if break_points:
+        at_break_points(model)
     out = model(x)
     out.sum().backward()
     return {"out": out.detach(), **{f"grad.{n}": p.grad for n, p in model.named_parameters()}}
@@ -215,10 +221,10 @@ def ask_fix(
     count: bool = False,
     dtype: str = "float32",
     up_scale: float | None = None,
+    break_points: bool = False,
 ) -> Answer:
-    return learner.ask(
-        "ex05.fix", {"seed": seed, "compiled": compiled, "count": count, "dtype": dtype, "up_scale": up_scale}, {"x": x}
-    )
+    args = {"seed": seed, "compiled": compiled, "count": count, "dtype": dtype, "up_scale": up_scale}
+    return learner.ask("ex05.fix", args | ({"break_points": True} if break_points else {}), {"x": x})
 
 
 @check("ex05.fix.values", kind="correctness", points=2, needs=("FixedGatedMLP",), public=True)

@@ -66,6 +66,16 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # the planted native_layer_norm_backward bug reaches the compiled gradients
         {"ex05.fix.values", "ex05.fix.edge"},
     ),
+    "a sigmoid built from exp(-|g|)": (
+        {
+            "return 0.5 * (torch.tanh(0.5 * g) + 1)  # sigmoid, without aten.sigmoid": (
+                "e = torch.exp(-g.abs())\n        return torch.where(g >= 0, 1 / (1 + e), e / (1 + e))"
+            )
+        },
+        # the right values everywhere, and the right gradient everywhere but at g = 0, where abs's gradient is 0:
+        # only the edge check's exact break points reach it
+        {"ex05.fix.edge"},
+    ),
     "a crash escapes the ladder": (
         {
             "        try:\n            ok = outputs_match(torch.compile(fn, backend=backend)(*args), expected)\n"
