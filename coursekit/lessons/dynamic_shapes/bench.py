@@ -41,8 +41,11 @@ from coursekit.lessons.dynamic_shapes.material import (
     MAX_LEN,
     MIN_LEN,
     Batch,
+    PackedClassifier,
     build,
+    layout_costs,
     length_stream,
+    packed_batches,
     pad_to_bucket,
     pad_to_longest,
     stream_batches,
@@ -280,6 +283,84 @@ def measure_dynamic_shapes(
     }
 
 
+def measure_packing(
+    profile: Profile, backend: str = "inductor", steps: int = STEPS, batch: int = BATCH, seed: int = SEED
+) -> dict:
+    """The lesson's stream laid out two ways and timed against each other: padded to ``BUCKETS`` (``SeqClassifier``,
+    a graph per bucket) and packed into rows of ``MAX_LEN`` (``PackedClassifier``, the same weights, one graph),
+    both compiled with ``dynamic=False``. After a first pass each (compiling), ``compare`` interleaves whole passes
+    over the stream; the packed outputs are checked against the bucketed ones, sequence by sequence."""
+    apply_threads(profile)
+    use_repo_compile_cache()
+    stream = length_stream(steps, batch, seed)
+    model = build("plain", seed, profile.device)
+    packed_model = PackedClassifier().to(profile.device).eval()
+    packed_model.load_state_dict(model.state_dict())
+    bucketed = stream_batches(stream, seed, pad_to_bucket, profile.device)
+    packed, where = packed_batches(stream, seed, device=profile.device)
+    torch.compiler.reset()
+    counters_before = counters["stats"]["unique_graphs"]
+    by_bucket = torch.compile(model, dynamic=False, backend=backend)
+    by_row = torch.compile(packed_model, dynamic=False, backend=backend)
+    with torch.no_grad():
+        want = [by_bucket(*b) for b in bucketed]  # the first passes compile
+        got = [by_row(*p) for p in packed]
+    graphs = counters["stats"]["unique_graphs"] - counters_before
+    diff = max(
+        float((out[slot] - want[b][j]).abs().max()) for out, held in zip(got, where) for slot, (b, j) in held.items()
+    )
+
+    def run(fn: Callable, batches: list) -> Callable[[], None]:
+        def one_pass() -> None:
+            with torch.no_grad():
+                for args in batches:
+                    fn(*args)
+
+        return one_pass
+
+    ab = compare(
+        run(by_bucket, bucketed),
+        run(by_row, packed),
+        lambda i: (),
+        device=profile.device,
+        trials=profile.trials,
+        warmup=profile.warmup,
+        min_sample_s=profile.min_sample_s,
+    )
+    torch.compiler.reset()
+    real = sum(map(sum, stream))
+    counted = {r["layout"].split()[0]: r for r in layout_costs(stream)}
+    return {
+        "backend": backend,
+        "graphs": graphs,
+        "max_abs_diff": diff,
+        "speedup": {"median": ab.speedup, "q1": ab.speedup_q1, "q3": ab.speedup_q3, "trials": ab.trials},
+        "layouts": [
+            {**counted["buckets"], "pass_ms": _ms(ab.baseline), "tokens_per_s": real / ab.baseline.median_s},
+            {**counted["packed"], "pass_ms": _ms(ab.candidate), "tokens_per_s": real / ab.candidate.median_s},
+        ],
+    }
+
+
+def describe_packing(result: dict) -> str:
+    """The two layouts side by side: steps, positions computed, padding, shapes, pass time and real tokens/s."""
+    lines = [
+        f"{'layout':28s} {'steps':>5s} {'positions':>9s} {'padding':>8s} {'shapes':>6s} {'pass':>10s} {'tokens/s':>10s}"
+    ]
+    for r in result["layouts"]:
+        lines.append(
+            f"{r['layout']:28s} {r['steps']:5d} {r['tokens']:9d} {r['padding']:8.0%} {r['shapes']:6d} "
+            f"{duration(r['pass_ms']['median']):>10s} {r['tokens_per_s']:10,.0f}"
+        )
+    s = result["speedup"]
+    lines.append(
+        f"packed vs buckets, interleaved passes: {s['median']:.2f}x (IQR {s['q1']:.2f}-{s['q3']:.2f}, {s['trials']} "
+        f"trials; above 1: packing faster); {result['graphs']} graphs compiled ({result['backend']}); outputs of "
+        f"every sequence, packed vs bucketed: largest difference {result['max_abs_diff']:.1e}"
+    )
+    return "\n".join(lines)
+
+
 def reduce_overhead_calls(
     profile: Profile, longest: tuple[int, ...] = (24, 24, 24, 40, 40, 40, 17, 17, 17, 24), seed: int = SEED
 ) -> dict:
@@ -404,7 +485,30 @@ def markdown_table(doc: dict) -> str:
             f"| {duration(r['first_call_ms'])} | {p['median']:.3g} [{p['q1']:.3g}-{p['q3']:.3g}] "
             f"| {r['tokens_per_s']:,.0f} | {vs} | {r['padding']:.0%} |"
         )
+    if "packing" in doc:
+        lines += ["", packing_table(doc["packing"])]
     return "\n".join(lines) + "\n"
+
+
+def packing_table(packing: dict) -> str:
+    """``measure_packing``'s two layouts as a Markdown table."""
+    s = packing["speedup"]
+    lines = [
+        f"The same stream padded to buckets and packed into rows, both compiled with `dynamic=False` "
+        f"(`{packing['backend']}`, {packing['graphs']} graphs); whole passes interleaved (`coursekit.timing.compare`): "
+        f"packed vs buckets {s['median']:.2f}x [{s['q1']:.2f}-{s['q3']:.2f}]; largest output difference "
+        f"{packing['max_abs_diff']:.1e}.",
+        "",
+        "| layout | steps | positions | padding | shapes | pass ms | real tokens/s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in packing["layouts"]:
+        p = r["pass_ms"]
+        lines.append(
+            f"| {r['layout']} | {r['steps']} | {r['tokens']} | {r['padding']:.0%} | {r['shapes']} "
+            f"| {p['median']:.3g} [{p['q1']:.3g}-{p['q3']:.3g}] | {r['tokens_per_s']:,.0f} |"
+        )
+    return "\n".join(lines)
 
 
 def print_table(doc: dict) -> None:
@@ -434,5 +538,6 @@ def print_table(doc: dict) -> None:
 
 
 def run(profile: Profile, args: argparse.Namespace | None = None) -> dict:
-    """The results document of ``python -m coursekit.bench --lesson dynamic_shapes``."""
-    return results_doc(profile, measure_dynamic_shapes(profile))
+    """The results document of ``python -m coursekit.bench --lesson dynamic_shapes``: the strategies, then packing
+    against buckets."""
+    return results_doc(profile, {**measure_dynamic_shapes(profile), "packing": measure_packing(profile)})

@@ -9,6 +9,8 @@
   batch varies from step to step, as with a sampler that groups by length).
 * ``pad_to_longest`` (the usual collate: a new shape almost every step) and
   ``pad_to_bucket`` (pad up to one of a few fixed lengths: a few static shapes).
+* ``pack``/``packed_batches`` and ``PackedClassifier``: the other way to fixed shapes, several sequences per
+  row of ``MAX_LEN`` (a block-diagonal mask, restarting positions, a mean per sequence), the same outputs.
 * ``CountingClassifier`` keeps a Python ``int`` step counter that ``forward``
   reads (a warm-up ramp), ``FloatRampClassifier`` a Python ``float`` the training
   loop sets, and ``BufferClassifier`` the fix: the counter as a tensor buffer.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -59,9 +62,13 @@ class SeqClassifier(nn.Module):
 
     def attention(self, h: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         """Multi-head self-attention; ``keep [B, L]`` is False at padded positions (never attended to)."""
+        return self.attend(h, keep[:, None, None, :])
+
+    def attend(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Multi-head self-attention where ``mask`` (broadcast to ``[B, heads, L, L]``) is True."""
         b, n, d = h.shape
         q, k, v = self.qkv(h).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.proj(out.transpose(1, 2).reshape(b, n, d))
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -189,14 +196,24 @@ def stream_batches(
 def pack(lengths: Sequence[int], row_len: int = MAX_LEN) -> list[list[int]]:
     """Packing, the fixed-shape alternative to padding: place sequences of these lengths into rows of ``row_len``
     tokens, longest first, each into the first row with room (first fit decreasing). Returns each row's lengths."""
+    return [[lengths[i] for i in row] for row in pack_indices(lengths, row_len)]
+
+
+def pack_indices(lengths: Sequence[int], row_len: int = MAX_LEN) -> list[list[int]]:
+    """``pack``, as the indices (into ``lengths``) of the sequences each row holds."""
     rows: list[list[int]] = []
-    for n in sorted(lengths, reverse=True):
+    used: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        n = lengths[i]
         if n > row_len:
             raise ValueError(f"a sequence of {n} tokens does not fit a row of {row_len}")
-        row = next((r for r in rows if sum(r) + n <= row_len), None)
-        if row is None:
-            rows.append(row := [])
-        row.append(n)
+        r = next((r for r, u in enumerate(used) if u + n <= row_len), None)
+        if r is None:
+            rows.append([])
+            used.append(0)
+            r = len(rows) - 1
+        rows[r].append(i)
+        used[r] += n
     return rows
 
 
@@ -232,3 +249,70 @@ def layout_costs(
     for r in out:
         r["padding"] = 1 - real / r["tokens"]
     return out
+
+
+PER_ROW = MAX_LEN // MIN_LEN  # the most sequences a row of MAX_LEN can hold: each row's output slots
+
+
+class PackedBatch(NamedTuple):
+    """One step of packed rows, every tensor ``[R, MAX_LEN]``: tokens (``PAD`` where a row is empty), each
+    position's sequence within its row (1, 2, ...; 0 where empty), its position within that sequence, and its
+    output slot (``row * PER_ROW + sequence - 1``; ``R * PER_ROW`` where empty, a slot that is thrown away)."""
+
+    tokens: torch.Tensor
+    segments: torch.Tensor
+    positions: torch.Tensor
+    slots: torch.Tensor
+
+
+def packed_batches(
+    stream: Sequence[Sequence[int]], seed: int, row_len: int = MAX_LEN, device: str = "cpu"
+) -> tuple[list[PackedBatch], list[dict[int, tuple[int, int]]]]:
+    """The sequences of ``stream_batches(stream, seed, ...)`` (the same tokens) packed with ``pack_indices`` into
+    steps of as many rows as the stream's batches, the last step filled up with empty rows: one shape for every
+    step. Also, per step, which ``(batch, index in batch)`` each output slot that holds a sequence holds."""
+    rows = len(stream[0])
+    seqs = [(b, j, s) for b, lengths in enumerate(stream) for j, s in enumerate(sequences(lengths, seed * 10_000 + b))]
+    packed = pack_indices([len(s) for _, _, s in seqs], row_len)
+    steps, where = [], []
+    for first in range(0, len(packed), rows):
+        tokens, segments, positions = (torch.zeros(rows, row_len, dtype=torch.long) for _ in range(3))
+        tokens.fill_(PAD)
+        slots = torch.full((rows, row_len), rows * PER_ROW, dtype=torch.long)
+        held = {}
+        for r, row in enumerate(packed[first : first + rows]):
+            at = 0
+            for k, i in enumerate(row):
+                b, j, s = seqs[i]
+                n = len(s)
+                tokens[r, at : at + n] = s
+                segments[r, at : at + n] = k + 1
+                positions[r, at : at + n] = torch.arange(n)
+                slots[r, at : at + n] = r * PER_ROW + k
+                held[r * PER_ROW + k] = (b, j)
+                at += n
+        steps.append(PackedBatch(*(t.to(device) for t in (tokens, segments, positions, slots))))
+        where.append(held)
+    return steps, where
+
+
+class PackedClassifier(SeqClassifier):
+    """``SeqClassifier`` over packed rows: the same weights, and each sequence's output the same as alone."""
+
+    def forward(
+        self, tokens: torch.Tensor, segments: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor
+    ) -> torch.Tensor:
+        """Logits for every output slot, ``[R * PER_ROW, classes]`` (slots no sequence holds give the head's
+        bias). A position attends only to its own sequence (a block-diagonal mask; an empty position to itself),
+        position embeddings restart with each sequence, and the mean pools each sequence on its own."""
+        same = (segments[:, :, None] == segments[:, None, :]) & (segments[:, None, :] > 0)
+        mask = same | torch.eye(tokens.shape[1], dtype=torch.bool, device=tokens.device)
+        h = self.embed(tokens) + self.ramp() * self.pos[positions]
+        h = h + self.attend(self.norm1(h), mask[:, None])
+        h = h + self.ff(self.norm2(h))
+        n_slots = tokens.shape[0] * PER_ROW
+        flat, index = h.reshape(-1, h.shape[-1]), slots.reshape(-1)
+        sums = flat.new_zeros(n_slots + 1, flat.shape[1]).index_add_(0, index, flat)
+        counts = flat.new_zeros(n_slots + 1).index_add_(0, index, torch.ones_like(index, dtype=flat.dtype))
+        pooled = sums[:n_slots] / counts[:n_slots].clamp_min(1)[:, None]  # the last slot, the empty one, dropped
+        return self.head(pooled)

@@ -187,10 +187,19 @@ def test_bench04_writes_required_keys(tmp_path, measured) -> None:
     assert md_path.read_text().count("ms in the same trials") == len(compiled)
 
 
-def test_bench_command_runs_lesson_4(tmp_path, measured, monkeypatch) -> None:
+@pytest.fixture(scope="module")
+def packing() -> dict:
+    """``measure_packing`` with Dynamo only, over a short stream."""
+    return bench04.measure_packing(TINY, backend="eager", steps=4)
+
+
+def test_bench_command_runs_lesson_4(tmp_path, measured, packing, monkeypatch) -> None:
     monkeypatch.setattr(bench04, "measure_dynamic_shapes", lambda profile: measured)
+    monkeypatch.setattr(bench04, "measure_packing", lambda profile: packing)
     assert bench_cli.main(["--lesson", "4", "--out", str(tmp_path)]) == 0
     assert sorted(p.name.split("-")[0] + p.suffix for p in tmp_path.iterdir()) == ["lesson04.json", "lesson04.md"]
+    md = next(tmp_path.glob("*.md")).read_text()
+    assert "| packed into rows of 64 |" in md and "packed vs buckets" in md
 
 
 def test_exercise_4_states_the_hidden_stream_it_is_graded_on() -> None:
@@ -221,3 +230,39 @@ def test_packing_places_every_sequence_once_and_pads_least() -> None:
     assert real <= costs["packed"]["tokens"] <= costs["pad"]["tokens"] <= costs["buckets"]["tokens"]
     assert costs["packed"]["scores"] > costs["pad"]["scores"]
     assert costs["pad"]["padding"] == pytest.approx(1 - real / costs["pad"]["tokens"])
+
+
+def test_packed_rows_give_every_sequence_the_output_it_gets_alone() -> None:
+    """One shape for every step, every sequence in exactly one slot, and its logits as if it ran alone: the mask
+    keeps sequences that share a row apart, positions restart, and the mean pools each one on its own."""
+    from coursekit.lessons.dynamic_shapes.material import PER_ROW, PackedClassifier, packed_batches
+
+    stream = length_stream(5, 4, seed=3)
+    model = build("plain", 0)
+    packed_model = PackedClassifier().eval()
+    packed_model.load_state_dict(model.state_dict())
+    steps, where = packed_batches(stream, seed=3)
+    assert {tuple(t.shape) for p in steps for t in p} == {(4, MAX_LEN)}
+    assert sorted(v for held in where for v in held.values()) == [
+        (b, j) for b, lengths in enumerate(stream) for j in range(len(lengths))
+    ]
+    assert any(len(held) > 4 for held in where), "no row holds two sequences: nothing was packed"
+    with torch.no_grad():
+        for p, held in zip(steps, where):
+            out = packed_model(*p)
+            assert out.shape == (4 * PER_ROW, model.head.out_features)
+            for slot, (b, j) in held.items():
+                seq = sequences(stream[b], 3 * 10_000 + b)[j]
+                torch.testing.assert_close(out[slot], model(seq[None], torch.tensor([len(seq)]))[0])
+
+
+def test_packing_is_timed_against_buckets_on_the_same_sequences(packing) -> None:
+    """``measure_packing`` with the eager backend (Dynamo only): the same outputs both ways, a graph per bucket
+    plus one packed graph, and both layouts timed."""
+    result = packing
+    assert result["max_abs_diff"] < 1e-5
+    buckets, packed = result["layouts"]
+    assert packed["shapes"] == 1 and result["graphs"] == buckets["shapes"] + 1
+    assert all(r["tokens_per_s"] > 0 and r["pass_ms"]["median"] > 0 for r in result["layouts"])
+    assert result["speedup"]["trials"] >= 1
+    assert "packed vs buckets" in bench04.describe_packing(result)
