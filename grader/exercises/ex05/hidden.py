@@ -110,6 +110,8 @@ def fix_edge(learner, ctx) -> None:
             compare_fb(
                 got, "compiled", want, dtype, "FixedGatedMLP compiled under the planted bugs, saturating inputs", hint
             )
+    # a gate input of exactly 0: a sigmoid built from exp(-|g|) has the right values and, through abs, a gradient
+    # of 0 there instead of 1/4; random inputs never hit it
     x = make_input(seed, DEVICE, dtype=torch.float64)
     want = reference_fb(seed, x, torch.float64, break_points=True)
     got = ask_fix(learner, seed, x, compiled=False, dtype="float64", break_points=True)

@@ -30,10 +30,9 @@ DEVICE = "cpu"
 
 
 def at_break_points(model: nn.Module) -> None:
-    """Make every token's pre-activations exact values that hit the gate's special point: ``up``'s weights zero, its
-    bias the activation's inputs (away from hardswish's kinks at +-3, where a derivative is only a convention) and
-    the gate's inputs -8, -7.5, ..., 7.5, exactly 0 among them, where a sigmoid built from ``exp(-|g|)`` gets its
-    gradient wrong (``abs`` has gradient 0 there)."""
+    """Make every token's pre-activations exact values: ``up``'s weights zero, its bias the activation's inputs
+    (a grid that stays off hardswish's kinks at +-3, where a derivative is only a convention) and the gate's inputs
+    -8, -7.5, ..., 7.5."""
     half = model.up.out_features // 2
     activation = torch.linspace(-5.5, 5.5, half, dtype=torch.float64)
     gate = torch.arange(half, dtype=torch.float64) * 0.5 - 8.0
