@@ -115,6 +115,10 @@ class Comparison:
     def as_dict(self) -> dict:
         return {**asdict(self), "baseline": self.baseline.as_dict(), "candidate": self.candidate.as_dict()}
 
+    def speedup_summary(self) -> dict:
+        """The speedup as the lessons' results record it: median, quartiles and the number of trials."""
+        return {"median": self.speedup, "q1": self.speedup_q1, "q3": self.speedup_q3, "trials": self.trials}
+
 
 def _fresh_call_cap(args: Args) -> int:
     """How many fresh argument sets fit in the budget (tensors counted twice, for their gradients)."""

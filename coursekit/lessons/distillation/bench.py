@@ -116,7 +116,7 @@ def compiled_row(name: str, dtype: str, step: Step, eager: Step, eager_first_s: 
         "step_ms": _ms(ab.candidate),
         "eager_ms": _ms(ab.baseline),
         "speedup": ab.baseline.median_s / ab.candidate.median_s,  # ratio of the two medians
-        "ab": {"median": ab.speedup, "q1": ab.speedup_q1, "q3": ab.speedup_q3, "trials": ab.trials},
+        "ab": ab.speedup_summary(),
         "breakeven_steps": None if breakeven == float("inf") else breakeven,
     }
 

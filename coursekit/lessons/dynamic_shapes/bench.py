@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,13 +133,14 @@ def mark_lengths(batches: list[Batch], low: int = MIN_LEN, high: int = MAX_LEN) 
     return batches
 
 
-def stream_pass(fn: Callable, batches: list[Batch]) -> Callable[[], None]:
-    """A function that runs ``fn`` over every batch once, without gradients."""
+def stream_pass(fn: Callable, batches: Sequence[Sequence[torch.Tensor]]) -> Callable[[], None]:
+    """A function that runs ``fn(*batch)`` over every batch once, without gradients (padded ``(tokens, lengths)``
+    batches, or packed ones)."""
 
     def run() -> None:
         with torch.no_grad():
-            for tokens, lengths in batches:
-                fn(tokens, lengths)
+            for batch in batches:
+                fn(*batch)
 
     return run
 
@@ -226,7 +227,7 @@ def run_strategy(
             min_sample_s=profile.min_sample_s,
         )
         steady = ab.candidate
-        row["speedup"] = {"median": ab.speedup, "q1": ab.speedup_q1, "q3": ab.speedup_q3, "trials": ab.trials}
+        row["speedup"] = ab.speedup_summary()
         row["eager_pass_ms"] = _ms(ab.baseline)  # eager in the same trials: what "vs eager" compares with
     else:
         steady = time_per_call(
@@ -309,18 +310,9 @@ def measure_packing(
     diff = max(
         float((out[slot] - want[b][j]).abs().max()) for out, held in zip(got, where) for slot, (b, j) in held.items()
     )
-
-    def run(fn: Callable, batches: list) -> Callable[[], None]:
-        def one_pass() -> None:
-            with torch.no_grad():
-                for args in batches:
-                    fn(*args)
-
-        return one_pass
-
     ab = compare(
-        run(by_bucket, bucketed),
-        run(by_row, packed),
+        stream_pass(by_bucket, bucketed),
+        stream_pass(by_row, packed),
         lambda i: (),
         device=profile.device,
         trials=profile.trials,
@@ -334,7 +326,7 @@ def measure_packing(
         "backend": backend,
         "graphs": graphs,
         "max_abs_diff": diff,
-        "speedup": {"median": ab.speedup, "q1": ab.speedup_q1, "q3": ab.speedup_q3, "trials": ab.trials},
+        "speedup": ab.speedup_summary(),
         "layouts": [
             {**counted["buckets"], "pass_ms": _ms(ab.baseline), "tokens_per_s": real / ab.baseline.median_s},
             {**counted["packed"], "pass_ms": _ms(ab.candidate), "tokens_per_s": real / ab.candidate.median_s},

@@ -187,10 +187,15 @@ def stream_batches(
 ) -> list[Batch]:
     """One collated batch per step of ``stream`` (the same tokens for every collate), on ``device``."""
     out = []
-    for i, lengths in enumerate(stream):
-        tokens, lens = collate(sequences(lengths, seed * 10_000 + i))
+    for seqs in stream_sequences(stream, seed):
+        tokens, lens = collate(seqs)
         out.append((tokens.to(device), lens.to(device)))
     return out
+
+
+def stream_sequences(stream: Sequence[Sequence[int]], seed: int) -> list[list[torch.Tensor]]:
+    """The token sequences of each step of ``stream``, seeded per step: what every layout of it holds."""
+    return [sequences(lengths, seed * 10_000 + i) for i, lengths in enumerate(stream)]
 
 
 def pack(lengths: Sequence[int], row_len: int = MAX_LEN) -> list[list[int]]:
@@ -272,7 +277,7 @@ def packed_batches(
     steps of as many rows as the stream's batches, the last step filled up with empty rows: one shape for every
     step. Also, per step, which ``(batch, index in batch)`` each output slot that holds a sequence holds."""
     rows = len(stream[0])
-    seqs = [(b, j, s) for b, lengths in enumerate(stream) for j, s in enumerate(sequences(lengths, seed * 10_000 + b))]
+    seqs = [(b, j, s) for b, step in enumerate(stream_sequences(stream, seed)) for j, s in enumerate(step)]
     packed = pack_indices([len(s) for _, _, s in seqs], row_len)
     steps, where = [], []
     for first in range(0, len(packed), rows):

@@ -252,7 +252,7 @@ def test_packed_rows_give_every_sequence_the_output_it_gets_alone() -> None:
             out = packed_model(*p)
             assert out.shape == (4 * PER_ROW, model.head.out_features)
             for slot, (b, j) in held.items():
-                seq = sequences(stream[b], 3 * 10_000 + b)[j]
+                seq = sequences(stream[b], 3 * 10_000 + b)[j]  # stream_batches' seeding, spelled out
                 torch.testing.assert_close(out[slot], model(seq[None], torch.tensor([len(seq)]))[0])
 
 
