@@ -16,6 +16,7 @@ from torch._dynamo.testing import CompileCounter
 
 from coursekit import bench as bench_cli
 from coursekit import results
+from coursekit.cache import repo_root
 from coursekit.lessons.distillation import bench as bench03
 from coursekit.lessons.distillation.charts import compile_cost_chart, step_time_chart
 from coursekit.lessons.distillation.givens import shapes
@@ -315,6 +316,52 @@ def test_fp32_rows_are_true_fp32_and_bf16_is_dropped_only_on_a_gpu_without_it(mo
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla T4")
     assert bench.usable_dtypes(replace(cpu, device="cuda"), ["fp32", "bf16"]) == ["fp32"]
     assert bench.modes_dtype(replace(cpu, device="cuda")) == "fp32"
+    # before Ampere torch says yes, counting emulation: the lesson asks for bf16 in hardware
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    assert bench.usable_dtypes(replace(cpu, device="cuda"), ["fp32", "bf16"]) == ["fp32"]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert bench.usable_dtypes(replace(cpu, device="cuda"), ["fp32", "bf16"]) == ["fp32", "bf16"]
+    assert bench.modes_dtype(replace(cpu, device="cuda")) == "bf16"
+
+
+def lesson_cells(*ids: str) -> list[str]:
+    """The sources of lesson 3's notebook cells ``ids``."""
+    nb = json.loads((repo_root() / "notebooks" / "03_distillation_loss.ipynb").read_text())
+    by_id = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
+    return [by_id[i] for i in ids]
+
+
+def test_the_lessons_tables_and_chart_show_fp32_alone_where_bf16_was_skipped(tmp_path) -> None:
+    """On a GPU without bf16 hardware the measurements hold fp32 rows only (``usable_dtypes``): the notebook cells
+    that read them still run, and say which column was not run."""
+    from IPython.display import Image, Markdown
+
+    template = next(r for r in fake_doc()["distillation"] if r["compiled"] and r["dtype"] == "fp32")
+    eager = next(r for r in fake_doc()["distillation"] if r["name"] == "eager" and r["dtype"] == "fp32")
+    shown: list = []
+    namespace = {
+        "classifier": [eager, {**template, "name": "compiled"}],
+        "distillation": [eager, *({**template, "name": v} for v in VARIANTS if v != "eager")],
+        "find_row": bench03.find_row,
+        "gain": bench03.gain,
+        "display": shown.append,
+        "Markdown": Markdown,
+        "Image": Image,
+        "step_time_chart": step_time_chart,
+        "slug": results.slug,
+        "profile": SMOKE,
+        "DEVICE_NAME": "Tesla T4",
+        "RUNS": tmp_path,
+        "VARIANTS": VARIANTS,
+        "torch": torch,
+    }
+    for source in lesson_cells("lesson03-08", "lesson03-14", "lesson03-15"):
+        exec(compile(source, "<lesson 3 cell>", "exec"), namespace)
+    tables = [d.data for d in shown if isinstance(d, Markdown)]
+    assert len(tables) == 2 and all("not run on this device" in t for t in tables), tables
+    assert "+35.1% (faster) | not run on this device |" in tables[0] and "bf16 step took" not in tables[0]
+    assert tables[1].count("not run on this device") == len(VARIANTS) - 1
+    assert list(tmp_path.glob("steps-smoke-*.png"))
 
 
 def test_a_probe_past_its_time_limit_says_so() -> None:
