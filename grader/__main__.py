@@ -19,7 +19,7 @@ from pathlib import Path
 
 from coursekit.profile import get_profile
 from grader.context import Context
-from grader.interface import NOTEBOOKS, exercise_for
+from grader.interface import NOTEBOOKS, exercise_for, unknown_notebook
 from grader.registry import checks_for, exercises
 from grader.report import build_report, print_table, write_reports
 from grader.results import CheckResult
@@ -32,9 +32,7 @@ def find_notebooks(path: Path) -> list[tuple[str, Path]]:
         return [(ex, path / NOTEBOOKS[ex]) for ex in exercises()]
     exercise = exercise_for(path)
     if exercise is None:
-        raise SystemExit(
-            f"grader: cannot tell which exercise {path.name} is; name it like {', '.join(NOTEBOOKS.values())}"
-        )
+        raise SystemExit(f"grader: {unknown_notebook(path)}")
     return [(exercise, path)]
 
 

@@ -39,3 +39,12 @@ def exercise_for(path: Path) -> str | None:
     prefix = path.name.split("_", 1)[0]
     candidate = f"ex{prefix}"
     return candidate if prefix.isdigit() and candidate in INTERFACE else None
+
+
+def unknown_notebook(path: Path) -> str:
+    """What to do about a notebook whose name names no exercise (:func:`exercise_for` gave None)."""
+    return (
+        f"cannot tell which exercise {path.name} is: a notebook's name must start with its exercise's number and an "
+        f"underscore, like 02_my_copy.ipynb for exercise 2 (the released names: "
+        f"{', '.join(NOTEBOOKS.values())})"
+    )

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from coursekit.profile import get_profile
 from grader.context import Context
-from grader.interface import NOTEBOOKS, exercise_for
+from grader.interface import NOTEBOOKS, exercise_for, unknown_notebook
 from grader.registry import checks_for
 from grader.report import build_report, print_table
 from grader.runner import grade_notebook
@@ -36,7 +36,7 @@ def resolve(exercise: str, folder: Path) -> tuple[str, Path]:
     if path.suffix == ".ipynb":
         ex = exercise_for(path)
         if ex is None:
-            raise SystemExit(f"grader check: cannot tell which exercise {path.name} is")
+            raise SystemExit(f"grader check: {unknown_notebook(path)}")
         return ex, path
     digits = exercise.lower().removeprefix("ex")
     ex = f"ex{int(digits):02d}" if digits.isdigit() else exercise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -106,3 +108,14 @@ def test_a_grader_without_thresholds_says_it_has_no_timed_checks(monkeypatch, tm
     assert "thresholds.toml" in ctx.describe_thresholds()
     monkeypatch.setattr(context, "THRESHOLDS_FILE", tmp_path / "thresholds.toml")
     assert ctx.describe_thresholds() == "none (this copy of the grader has no timed checks)"
+
+
+def test_a_notebook_named_for_no_exercise_is_told_how_to_name_it() -> None:
+    """``python -m grader`` and ``grader check`` both say that the name must start with the exercise's number."""
+    from grader import workshop
+    from grader.__main__ import find_notebooks
+
+    for call in (lambda: workshop.resolve("mine_04.ipynb", Path(".")), lambda: find_notebooks(Path("mine_04.ipynb"))):
+        with pytest.raises(SystemExit, match="must start with its exercise's number and an underscore, like 02_my"):
+            call()
+    assert workshop.resolve("04_mine.ipynb", Path("."))[0] == "ex04"

@@ -124,8 +124,9 @@ make check EX=01   # workshop mode: check exercise 1 quickly, and see your progr
 `make setup` installs torch with its CUDA libraries (about 5 GB; they run on a CPU too) and takes a few
 minutes; on a machine without an NVIDIA GPU, `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes
 torch and torchvision from PyTorch's CPU-only index instead (no CUDA libraries; the same versions).
-`make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then follows it);
-`make grade` runs every check in this kit on `exercises/`. {timed}
+`make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then follows it;
+the name must start with the exercise's number and an underscore, which is how the grader tells the exercises
+apart); `make grade` runs every check in this kit on `exercises/`. {timed}
 
 In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
 piece at once; the hidden checks are not in this kit: they run when your instructor grades your work, and
@@ -135,7 +136,9 @@ a constant the grader needs must be named in UPPER_CASE.
 
 The hidden structural checks (graph breaks, recompiles, syncs and host-built tensors) can be practised on
 inputs of your own, untimed: `from coursekit.practice import practice; practice(fn, [args1, args2])` prints
-what they count, beside what they usually ask for.
+what they count, beside what they usually ask for. Traffic inside your own custom ops is not counted against you
+when you name their namespace: `practice(fn, [args1, args2], allow_inside=("ex02::",))` (label the op's body with
+`torch.profiler.record_function("ex02::...")`, as exercise 2 says).
 
 If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place so the first
 `torch.compile` of each lesson starts warm.
