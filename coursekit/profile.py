@@ -3,17 +3,22 @@
 ``full`` runs the source article's sizes on a CUDA GPU; ``smoke`` runs small
 sizes on CPU so a laptop or CI finishes a lesson in about a minute.
 
-The profile is chosen automatically (CUDA available -> ``full``, else
+The profile is chosen automatically (a CUDA GPU that Inductor can compile for -> ``full``, else
 ``smoke``) and can be overridden with environment variables:
 
 * ``COURSEKIT_PROFILE=full|smoke`` picks the sizes;
 * ``COURSEKIT_DEVICE=cuda|cpu`` picks the device (default: the profile's).
+
+Inductor generates GPU code with Triton, which needs an NVIDIA GPU of compute capability 7.0 (Volta) or newer: on an
+older one (a P100, a GTX 10xx) every ``torch.compile`` of the course would fail, so the automatic choice is the CPU
+profile there, with a warning that says why, and asking for ``cuda`` explicitly is an error that says the same.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -120,18 +125,44 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
+TRITON_MIN_CAPABILITY = (7, 0)  # Triton, Inductor's GPU code generator, compiles for Volta and newer
+
+
+def gpu_too_old(device: str = "cuda") -> str | None:
+    """Why Inductor cannot compile for this CUDA GPU (compute capability below 7.0), or None if it can. ROCm GPUs
+    are not held to NVIDIA's capability numbers."""
+    if torch.version.hip is not None:
+        return None
+    capability = torch.cuda.get_device_capability(torch.device(device))
+    if tuple(capability) >= TRITON_MIN_CAPABILITY:
+        return None
+    return (
+        f"{torch.cuda.get_device_name(torch.device(device))} has compute capability {capability[0]}.{capability[1]}, "
+        f"and Triton, which Inductor uses to generate GPU code, needs {TRITON_MIN_CAPABILITY[0]}.0 (Volta) or newer: "
+        "torch.compile would fail on it"
+    )
+
+
 def get_profile(name: str | None = None, device: str | None = None) -> Profile:
     """Return the active profile: arguments, then environment, then auto-detect."""
-    name = name or os.environ.get(PROFILE_ENV) or ("full" if torch.cuda.is_available() else "smoke")
+    too_old = gpu_too_old() if torch.cuda.is_available() else None
+    usable_gpu = torch.cuda.is_available() and too_old is None
+    name = name or os.environ.get(PROFILE_ENV)
+    device = device or os.environ.get(DEVICE_ENV)
+    if name is None and device is None and torch.cuda.is_available() and not usable_gpu:
+        warnings.warn(f"{too_old}; running on the CPU with the smoke profile ({DEVICE_ENV}=cpu)", stacklevel=2)
+    name = name or ("full" if usable_gpu else "smoke")
     if name not in PROFILES:
         raise ValueError(f"{PROFILE_ENV}={name!r} is not a profile; choose one of {sorted(PROFILES)}")
     profile = PROFILES[name]
-    device = device or os.environ.get(DEVICE_ENV) or profile.device
+    device = device or profile.device
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(
             f"profile {name!r} wants device {device!r} but CUDA is not available; "
             f"set {PROFILE_ENV}=smoke (or {DEVICE_ENV}=cpu) to run on CPU"
         )
+    if device.startswith("cuda") and too_old:
+        raise RuntimeError(f"profile {name!r} wants device {device!r}, but {too_old}; set {DEVICE_ENV}=cpu")
     return replace(profile, device=device)
 
 

@@ -33,3 +33,38 @@ def test_asking_for_cuda_without_it_says_how_to_fall_back(monkeypatch: pytest.Mo
         pytest.skip("this machine has CUDA")
     with pytest.raises(RuntimeError, match="COURSEKIT_PROFILE=smoke"):
         get_profile("full", "cuda")
+
+
+def _old_gpu(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int]) -> None:
+    """Pretend this machine has one CUDA GPU of ``capability`` (nothing touches a real device)."""
+    import torch
+
+    monkeypatch.delenv("COURSEKIT_PROFILE", raising=False)
+    monkeypatch.delenv("COURSEKIT_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "NVIDIA GeForce GTX 1080")
+    monkeypatch.setattr(torch.version, "hip", None)
+
+
+def test_a_gpu_too_old_for_triton_falls_back_to_the_cpu_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor's Triton needs compute capability 7.0: on a Pascal GPU the automatic choice is the CPU profile,
+    with a warning, and asking for cuda is an error that names the GPU and the fix."""
+    _old_gpu(monkeypatch, (6, 1))
+    with pytest.warns(UserWarning, match=r"GTX 1080 has compute capability 6\.1.*needs 7\.0.*COURSEKIT_DEVICE=cpu"):
+        p = get_profile()
+    assert (p.name, p.device) == ("smoke", "cpu")
+    for name, device in (("full", None), ("smoke", "cuda")):
+        with pytest.raises(RuntimeError, match=r"capability 6\.1.*set COURSEKIT_DEVICE=cpu"):
+            get_profile(name, device)
+    assert get_profile("full", "cpu").device == "cpu"
+
+
+def test_a_volta_or_newer_gpu_gets_the_full_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    _old_gpu(monkeypatch, (7, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = get_profile()
+    assert (p.name, p.device) == ("full", "cuda")
