@@ -242,10 +242,19 @@ def db_url(course: Path) -> str:
     return str(config.CourseDirectory.db_url)
 
 
+def course_env() -> dict[str, str]:
+    """nbgrader's environment, with this checkout first on ``PYTHONPATH``: nbgrader runs in the course folder, where
+    ``grader`` and ``coursekit`` would otherwise come from wherever the virtual environment's editable install points
+    (another clone, when two share one ``.venv``), and grade with that clone's checks."""
+    env = nbgrader_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def nbgrader(course: Path, *args: str, quiet: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in the course folder; raise with its output if it fails."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(cmd, cwd=course, env={**nbgrader_env(), **(env or {})}, text=True, capture_output=quiet)
+    proc = subprocess.run(cmd, cwd=course, env={**course_env(), **(env or {})}, text=True, capture_output=quiet)
     if proc.returncode:
         raise SystemExit(
             f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode})"
