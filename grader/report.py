@@ -16,12 +16,17 @@ from rich.table import Table
 from coursekit.profile import Profile
 from grader.registry import instructor_only
 from grader.runner import NotebookGrade
+from grader.speed import distinct
 
 
-def _fmt(value: float | None, kind: str) -> str:
+def _fmt(value: float | None, kind: str, other: float | None = None) -> str:
+    """A measured or required value for the table; a speed with as many decimals as it takes to tell it from
+    ``other`` (a shortfall never prints equal to its threshold)."""
     if value is None:
         return "-"
-    return f"{value:.2f}x" if kind == "speed" else f"{value:g}"
+    if kind != "speed":
+        return f"{value:g}"
+    return distinct(value, other)[0] if other is not None else f"{value:.2f}x"
 
 
 def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used: str) -> dict:
@@ -75,9 +80,10 @@ def print_table(report: dict, console: Console | None = None) -> None:
             c["kind"],
             f"{c['points']:g}/{c['max_points']}",
             "[green]pass[/]" if c["passed"] else "[red]FAIL[/]",
-            _fmt(c["measured"], c["kind"]),
-            _fmt(c["required"], c["kind"]),
-            c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else ""),
+            _fmt(c["measured"], c["kind"], c["required"]),
+            _fmt(c["required"], c["kind"], c["measured"]),
+            # a message quotes learner code: h[real] is not markup
+            escape(c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else "")),
         )
     for c in elsewhere:
         required = c.get("required", {}).get(report.get("device", ""))
@@ -102,15 +108,16 @@ def print_table(report: dict, console: Console | None = None) -> None:
         )
     console.print(table)
     sandbox = report.get("sandbox", "")
-    console.print(f"[bold red]{sandbox}[/]" if sandbox.startswith("NO SANDBOX") else f"[dim]{sandbox}[/]")
+    style = "bold red" if sandbox.startswith("NO SANDBOX") else "dim"
+    console.print(f"[{style}]{escape(sandbox)}[/]")
     for nb in report["notebooks"]:
         for problem in nb["load_problems"]:
-            console.print(f"[yellow]note[/] {Path(nb['notebook']).name}: {problem}")
+            console.print(f"[yellow]note[/] {escape(Path(nb['notebook']).name)}: {escape(problem)}")
         for flag in nb.get("flags", []):
             style = "red" if flag["kind"] in ("tamper", "protocol") else "yellow"
             console.print(
-                f"[{style}]flagged for review[/] {Path(nb['notebook']).name}: code cell {flag['cell']}, "
-                f"line {flag['line']}: {flag['message']}"
+                f"[{style}]flagged for review[/] {escape(Path(nb['notebook']).name)}: code cell {flag['cell']}, "
+                f"line {flag['line']}: {escape(flag['message'])}"
             )
 
 

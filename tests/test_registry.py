@@ -119,3 +119,35 @@ def test_a_notebook_named_for_no_exercise_is_told_how_to_name_it() -> None:
         with pytest.raises(SystemExit, match="must start with its exercise's number and an underscore, like 02_my"):
             call()
     assert workshop.resolve("04_mine.ipynb", Path("."))[0] == "ex04"
+
+
+def test_the_table_shows_learner_code_as_written_and_a_near_miss_apart_from_its_threshold() -> None:
+    """A message quoting ``h[real]`` is not Rich markup, and a speed of 1.2466x against 1.25x does not print as
+    1.25x against 1.25x, in the table and in the checks' own messages (``grader.speed.distinct``)."""
+    import io
+
+    from rich.console import Console
+
+    from grader.report import print_table
+    from grader.speed import distinct
+
+    assert distinct(1.2466, 1.25) == ("1.247x", "1.250x") and distinct(1.24996, 1.25) == ("1.2500x", "1.2500x")
+    assert distinct(1.64, 1.25) == ("1.64x", "1.25x") and distinct(1.25, 1.25) == ("1.25x", "1.25x")
+    message = "<code cell 6>:15: h = h - h[real].mean(0) [bold]x[/]"  # wraps at 80 columns otherwise
+    report = {
+        "score": 0, "max_score": 4, "device": "cpu", "device_name": "cpu", "profile": "smoke", "torch": "x",
+        "notebooks": [{"notebook": "02_[a].ipynb", "load_problems": ["cell [3] failed"], "flags": []}],
+        "checks": [
+            {"id": "ex02.scorer.no_breaks", "exercise": "ex02", "kind": "structure", "points": 0, "max_points": 2,
+             "passed": False, "measured": 1, "required": 0, "message": message},
+            {"id": "ex02.scorer.speed", "exercise": "ex02", "kind": "speed", "points": 0, "max_points": 2,
+             "passed": False, "measured": 1.2466, "required": 1.25, "message": "too slow"},
+        ],
+    }  # fmt: skip
+    out = io.StringIO()
+    print_table(report, Console(file=out, width=400))
+    text = out.getvalue()
+    assert "h = h - h[real].mean(0) [bold]x[/]" in text, text
+    assert "02_[a].ipynb: cell [3] failed" in text
+    row = next(line for line in text.splitlines() if "ex02.scorer.speed" in line)
+    assert "1.247x" in row and "1.250x" in row, row
