@@ -732,7 +732,8 @@ def feedback_page(
     )
     if notebook_html:
         parts.append(
-            f'<p>Your graded notebook, with every cell\'s output: <a href="{html.escape(notebook_html)}">'
+            f"<p>Your graded notebook, with each check cell's result (the grader runs only your definitions, "
+            f'never your demo cells, so their outputs are not kept): <a href="{html.escape(notebook_html)}">'
             f"{html.escape(notebook_html)}</a></p>"
         )
     return PAGE.format(title=html.escape(f"{assignment} feedback for {student}"), body="\n".join(parts))
