@@ -320,8 +320,12 @@ def test_autograde_puts_each_checks_points_in_the_gradebook(flow) -> None:
         assert (flow["course"] / "submitted" / learner / "ex02" / "02_graph_breaks.ipynb").is_file(), learner
         assert (flow["root"] / "submissions" / learner / "02_graph_breaks.ipynb").is_file(), learner
     scores = _gradebook(flow["course"])
+    summary = flow["autograde"].stdout.split("points in the gradebook:", 1)[1]  # what make autograde ends with
     for learner, (_, expected, _) in LEARNERS.items():
         assert scores[learner] == {cid: float(p) for cid, p in expected.items()}, learner
+        assert f"{sum(expected.values()):g} / {sum(EX02_POINTS.values())} points" in next(
+            line for line in summary.splitlines() if f" {learner} " in line
+        ), summary
     dave = nbformat.read(flow["course"] / "autograded" / "dave" / "ex02" / "02_graph_breaks.ipynb", as_version=4)
     notes = dave.cells[0].source
     for phrase in LEARNERS["dave"][2]:

@@ -584,6 +584,25 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
             pass
         with ThreadPoolExecutor(jobs) as pool:
             list(pool.map(grade_one, students))
+    graded = which or assignments(course)
+    print("\n".join(["points in the gradebook:", *autograde_summary(course, graded)]), flush=True)
+
+
+def autograde_summary(course: Path, graded: list[str]) -> list[str]:
+    """One line per learner and assignment of ``graded``: points from the gradebook, and how many checks failed."""
+    totals: dict[tuple[str, str], list[float]] = {}
+    for row in graded_scores(course):
+        if row["assignment"] in graded:
+            total = totals.setdefault((row["assignment"], row["student"]), [0.0, 0.0, 0])
+            total[0] += float(row["score"] or 0)
+            total[1] += float(row["max_score"] or 0)
+            total[2] += row["passed"] is False
+    width = max((len(student) for _, student in totals), default=0)
+    return [
+        f"  {assignment}  {student:{width}s}  {got:g} / {most:g} points"
+        + (f", {failed:g} check(s) failed" if failed else "")
+        for (assignment, student), (got, most, failed) in sorted(totals.items())
+    ] or ["  nothing graded yet"]
 
 
 def check_records(notebook: Path) -> tuple[dict[str, dict], list[str]]:
