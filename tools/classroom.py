@@ -794,7 +794,10 @@ def feedback(course: Path) -> list[Path]:
             )
         )
         written.append(page)
-    print(f"wrote {len(written)} feedback page(s) under {course / 'feedback'}")
+    print(
+        f"feedback for {len(index)} learner(s) under {course / 'feedback'}/<learner>/: index.html, and per exercise "
+        "checks.html (the grader's pages) and nbgrader's page of the graded notebook"
+    )
     return written
 
 
