@@ -141,7 +141,10 @@ def scorer_no_breaks(learner, ctx) -> Measured:
         reasons = "; ".join(got.strings("reasons"))
         raise Shortfall(
             f"FixedScorer still has {breaks} graph break(s) in {graphs} graphs: "
-            f"{reasons or 'see TORCH_LOGS=graph_breaks'}",
+            f"{reasons or 'see TORCH_LOGS=graph_breaks'}. This counts a plain torch.compile's graphs: "
+            "fullgraph=True captures some lines that plain compiling breaks on (an .item(), a data-dependent "
+            "size such as h[mask], as lesson 2 showed), so a model can compile with fullgraph=True and still "
+            "break here",
             measured=breaks,
             required=0,
         )
