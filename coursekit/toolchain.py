@@ -48,8 +48,9 @@ def compiler_line() -> str:
 
 
 def main() -> int:
-    print(compiler_line())
-    return 1 if compiler_problem() else 0
+    line = compiler_line()
+    print(line)
+    return 1 if line.startswith("WARNING") else 0
 
 
 if __name__ == "__main__":

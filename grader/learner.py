@@ -118,6 +118,7 @@ def _worker_modules() -> list[Path]:
             "sandbox.py",
             "probing.py",
             "notebook.py",
+            "numbers.py",
             "quiet.py",
             "preload.py",
         )

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from grader.numbers import format_value
 from grader.quiet import stderr_to_stdout
 
 TIMEOUT_ENV = "GRADER_CHECK_TIMEOUT"
@@ -90,17 +91,14 @@ def _profile_threads(ctx) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _fmt(value: float | None, kind: str) -> str:
-    return "-" if value is None else (f"{value:.2f}x" if kind == "speed" else f"{value:g}")
-
-
 def describe(result, check, ctx) -> tuple[str, dict]:
     """The text a learner sees, and the structured record ``make feedback`` reads."""
     mark = "PASS" if result.passed else "FAIL"
     lines = [f"[{mark}] {check.id} ({result.points:g}/{result.max_points}): {check.title}"]
     source = ctx.threshold_source(check.id) if check.kind == "speed" else None
     if result.measured is not None and result.required is not None:
-        line = f"       measured {_fmt(result.measured, check.kind)}, required {_fmt(result.required, check.kind)}"
+        measured = format_value(result.measured, check.kind, result.required)
+        line = f"       measured {measured}, required {format_value(result.required, check.kind, result.measured)}"
         lines.append(line + (f" (thresholds: {source})" if source else ""))
     if result.passed and result.message != "ok":
         lines.append(f"       {result.message}")

@@ -14,19 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from coursekit.profile import Profile
+from grader.numbers import format_value
 from grader.registry import instructor_only
 from grader.runner import NotebookGrade
-from grader.speed import distinct
-
-
-def _fmt(value: float | None, kind: str, other: float | None = None) -> str:
-    """A measured or required value for the table; a speed with as many decimals as it takes to tell it from
-    ``other`` (a shortfall never prints equal to its threshold)."""
-    if value is None:
-        return "-"
-    if kind != "speed":
-        return f"{value:g}"
-    return distinct(value, other)[0] if other is not None else f"{value:.2f}x"
 
 
 def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used: str) -> dict:
@@ -80,8 +70,8 @@ def print_table(report: dict, console: Console | None = None) -> None:
             c["kind"],
             f"{c['points']:g}/{c['max_points']}",
             "[green]pass[/]" if c["passed"] else "[red]FAIL[/]",
-            _fmt(c["measured"], c["kind"], c["required"]),
-            _fmt(c["required"], c["kind"], c["measured"]),
+            format_value(c["measured"], c["kind"], c["required"]),
+            format_value(c["required"], c["kind"], c["measured"]),
             # a message quotes learner code: h[real] is not markup
             escape(c["message"] if not c["passed"] else (c["message"] if c["message"] != "ok" else "")),
         )
@@ -103,7 +93,7 @@ def print_table(report: dict, console: Console | None = None) -> None:
             f"-/{c['points']}",
             "[dim]graded by your instructor[/]",
             "",
-            _fmt(required, "speed") if required is not None else "",
+            format_value(required, "speed") if required is not None else "",
             what,
         )
     console.print(table)
@@ -165,8 +155,8 @@ def write_reports(report: dict, json_path: Path) -> list[Path]:
         msg = c["message"].replace("|", "\\|").replace("\n", " ")
         md.append(
             f"| `{c['id']}` | {c['kind']} | {c['points']:g}/{c['max_points']} | "
-            f"{'pass' if c['passed'] else '**FAIL**'} | {_fmt(c['measured'], c['kind'])} | "
-            f"{_fmt(c['required'], c['kind'])} | {msg} |"
+            f"{'pass' if c['passed'] else '**FAIL**'} | {format_value(c['measured'], c['kind'], c['required'])} | "
+            f"{format_value(c['required'], c['kind'], c['measured'])} | {msg} |"
         )
     if speed:
         md += ["", f"![speedups]({chart.name})"]

@@ -264,13 +264,3 @@ def time_baseline(fn: Callable[[], Any], learner, device: str) -> tuple[float, A
         out = fn()
         synchronize(device)
         return time.perf_counter() - start, out
-
-
-def distinct(measured: float, required: float) -> tuple[str, str]:
-    """``measured`` and ``required`` as ``1.25x``, with a third or fourth decimal where two would print a
-    shortfall (1.2466x against 1.25x) as equal to its threshold."""
-    for digits in (2, 3, 4):
-        shown, needed = f"{measured:.{digits}f}x", f"{required:.{digits}f}x"
-        if shown != needed or measured == required:
-            break
-    return shown, needed

@@ -44,3 +44,17 @@ def test_the_kit_readme_promises_timed_checks_only_where_the_kit_holds_some(monk
     timed = SimpleNamespace(id="ex09.fast", kind="speed", public=True)
     monkeypatch.setattr(registry, "load_all", lambda: {"ex09.fast": timed})
     assert "FULL=1" in kit_timing_line() and "ex09.fast" in kit_timing_line()
+
+
+def test_the_scan_lets_an_instructor_module_be_imported_only_inside_a_function(tmp_path: Path) -> None:
+    """A shipped module may import grader.speed where only the instructor's path runs it (inside a function);
+    imported at module level, the kit would fail at its first import, and the scan stops the release."""
+    from tools.classroom import _closed_imports
+
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "report.py").write_text("def late():\n    from grader.speed import compare\n")
+    assert _closed_imports(tmp_path) == []
+    (tmp_path / "grader" / "report.py").write_text("from grader.speed import distinct\n")
+    assert _closed_imports(tmp_path) == ["grader/report.py imports grader.speed, which does not ship"]
+    (tmp_path / "grader" / "report.py").write_text("def f():\n    from grader.nowhere import x\n")
+    assert _closed_imports(tmp_path) == ["grader/report.py imports grader.nowhere, which does not ship"]

@@ -123,13 +123,13 @@ def test_a_notebook_named_for_no_exercise_is_told_how_to_name_it() -> None:
 
 def test_the_table_shows_learner_code_as_written_and_a_near_miss_apart_from_its_threshold() -> None:
     """A message quoting ``h[real]`` is not Rich markup, and a speed of 1.2466x against 1.25x does not print as
-    1.25x against 1.25x, in the table and in the checks' own messages (``grader.speed.distinct``)."""
+    1.25x against 1.25x, in the table and in the checks' own messages (``grader.numbers.distinct``)."""
     import io
 
     from rich.console import Console
 
+    from grader.numbers import distinct
     from grader.report import print_table
-    from grader.speed import distinct
 
     assert distinct(1.2466, 1.25) == ("1.247x", "1.250x") and distinct(1.24996, 1.25) == ("1.2500x", "1.2500x")
     assert distinct(1.64, 1.25) == ("1.64x", "1.25x") and distinct(1.25, 1.25) == ("1.25x", "1.25x")

@@ -63,6 +63,7 @@ PUBLIC_GRADER = (
     "loader.py",
     "machine_lock.py",
     "notebook.py",
+    "numbers.py",
     "preload.py",
     "probing.py",
     "protocol.py",
@@ -78,6 +79,8 @@ PUBLIC_GRADER = (
     "workshop.py",
     "exercises/__init__.py",
 )
+# instructor-only grader modules that shipped code may import inside a function (a path learners never take)
+INSTRUCTOR_MODULES = ("batch", "calibrate", "restore", "nbgrader_hooks", "speed")
 PUBLIC_EXERCISE_PARTS = ("__init__.py", "contract.py", "probes.py", "public.py", "fixtures.safetensors")
 INSTRUCTOR_ONLY = ("hidden.py", "reference.py", "submissions.py", "thresholds.toml")
 
@@ -270,9 +273,21 @@ def assignments(course: Path) -> list[str]:
 # -------------------------------------------------------------------------------------------- release
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, module_level: bool = False) -> set[str]:
+    """The modules ``path`` imports; ``module_level``: only those imported when it is imported (not inside a
+    function, where an import runs only when the function is called)."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    nodes = ast.walk(tree)
+    if module_level:
+        lazy = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for inner in ast.walk(node)
+        }
+        nodes = (node for node in ast.walk(tree) if id(node) not in lazy)
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
         elif isinstance(node, ast.Import):
@@ -324,15 +339,12 @@ def _closed_imports(stage: Path) -> list[str]:
     """Shipped grader/coursekit modules importing a grader/coursekit module that does not ship."""
     missing = []
     for path in sorted(stage.rglob("*.py")):
+        eager = _imports(path, module_level=True)
         for module in _imports(path):
             if module.split(".")[0] in ("grader", "coursekit") and module not in ("grader", "coursekit"):
                 rel = module.replace(".", "/")
                 if not ((stage / f"{rel}.py").is_file() or (stage / rel / "__init__.py").is_file()):
-                    if not (
-                        module.startswith("grader.")
-                        and module.removeprefix("grader.")
-                        in ("batch", "calibrate", "restore", "nbgrader_hooks", "speed")
-                    ):  # instructor-only, lazily
+                    if module in eager or module.removeprefix("grader.") not in INSTRUCTOR_MODULES:
                         missing.append(f"{path.relative_to(stage)} imports {module}, which does not ship")
     return missing
 
@@ -687,12 +699,6 @@ def graded_scores(course: Path) -> list[dict]:
     return rows
 
 
-def _fmt(value, kind: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}x" if kind == "speed" else f"{value:g}"
-
-
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}table{{border-collapse:collapse}}
@@ -711,6 +717,8 @@ def feedback_page(
     notebook_html: str | None,
 ) -> str:
     """One learner's results for one exercise: each check, measured vs required, and what to fix."""
+    from grader.numbers import format_value
+
     total = sum(scores.values())
     possible = sum(float(r.get("max_points", 0)) for r in records.values())
     parts = [
@@ -737,8 +745,8 @@ def feedback_page(
                     html.escape(kind),
                     f"{points:g} / {float(r.get('max_points', 0)):g}",
                     '<span class="pass">pass</span>' if ok else '<span class="fail">FAIL</span>',
-                    _fmt(r.get("measured"), kind),
-                    _fmt(r.get("required"), kind),
+                    format_value(r.get("measured"), kind, r.get("required")),
+                    format_value(r.get("required"), kind, r.get("measured")),
                     html.escape(r.get("thresholds") or ""),
                     html.escape(r.get("message") or "").replace("\n", "<br>"),
                 )

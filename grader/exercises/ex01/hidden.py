@@ -23,8 +23,9 @@ from grader.exercises.ex01.public import (
 )
 from grader.exercises.ex01.reference import accumulated_step, profiled_op_counts, smoothed_ce
 from grader.judging import assert_close, assert_consistent, assert_parameters_close
+from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
-from grader.speed import compare_checked, distinct
+from grader.speed import compare_checked
 
 TRAFFIC_HINT = (
     "Build tensors from Python data once, in __init__ (register_buffer), not per call (aten::lift_fresh); "

@@ -10,8 +10,9 @@ import torch
 from coursekit.lessons.graph_breaks.givens import sample_rows
 from grader.exercises.ex02.public import IN_FEATURES, RESULT_HINT, Case, broken, expect_cases, public_cases, weights
 from grader.judging import assert_close, assert_consistent
+from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
-from grader.speed import compare_checked, distinct
+from grader.speed import compare_checked
 
 
 def hidden_cases(ctx) -> list[Case]:

@@ -12,8 +12,9 @@ from grader.exercises.ex03.probes import FREEZE_HINT, INFERENCE_HINT
 from grader.exercises.ex03.public import FORMULA, ask_losses, batch_inputs, given_models, logits
 from grader.exercises.ex03.reference import ReferenceDistiller, eager_step, kd_loss
 from grader.judging import assert_close, assert_consistent
+from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
-from grader.speed import compare_checked, distinct
+from grader.speed import compare_checked
 
 LOSS_RTOL = 1e-3  # compiled vs eager losses over a few AdamW steps: kernels differ in the last bits
 

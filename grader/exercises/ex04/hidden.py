@@ -18,8 +18,9 @@ from grader.exercises.ex04.public import (
     weights,
 )
 from grader.judging import assert_close, assert_consistent
+from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
-from grader.speed import distinct, time_baseline, time_once
+from grader.speed import time_baseline, time_once
 
 STREAM_BATCHES = 16
 STREAM_BACKEND = "aot_eager"

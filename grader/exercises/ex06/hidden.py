@@ -17,8 +17,9 @@ from grader.exercises.ex06.public import (
     expect_same_training,
 )
 from grader.judging import assert_close
+from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
-from grader.speed import distinct, time_baseline, time_once
+from grader.speed import time_baseline, time_once
 
 # attention blocks in two stages around a mixer stage, wider: one kind of block in two containers
 OTHER_MODEL = {"model": "hybrid", "stages": [["attention", 2], ["mixer", 2], ["attention", 2]], "dim": 48, "heads": 3}
