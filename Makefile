@@ -72,7 +72,7 @@ format:  ## ruff: fix what can be fixed and format in place (then `make exercise
 	$(BIN)/ruff format .
 
 test: lint  ## lint, then the whole suite (CPU smoke profile): most in TEST_JOBS processes, then what times speed, alone
-	$(PARALLEL_ENV) $(BIN)/python -m pytest -m "not timing and not browser" -n $(TEST_JOBS) $(XDIST_ORDER) --junitxml=reports/tests-parallel.xml
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -m "not timing and not browser and not compat" -n $(TEST_JOBS) $(XDIST_ORDER) --junitxml=reports/tests-parallel.xml
 	$(BIN)/python -m pytest -m timing --junitxml=reports/tests-timing.xml
 
 test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(COMPAT_VENV): what can differ between versions

@@ -6,7 +6,8 @@ The lesson notebook calls the pieces (:func:`measure_classifier`, :func:`measure
 the same code.  It reports
 
 * the article's first experiment, a timm ViT classifier: eager and compiled, fp32 and bf16 autocast;
-* the distillation step of every variant of ``coursekit.lessons.distillation.material.VARIANTS``, fp32 and bf16;
+* the distillation step of every variant of ``coursekit.lessons.distillation.material.VARIANTS``, fp32, and bf16
+  where the device has it in hardware;
 * compile modes on the one-graph variant: default, reduce-overhead, and max-autotune on CUDA only;
 * what a teacher run under ``torch.inference_mode()`` does to each variant (each in a fresh process).
 
@@ -142,23 +143,42 @@ def true_fp32() -> str:
     )
 
 
+# what a CPU needs for bf16 matmuls in hardware (torch.cpu.get_capabilities()): AVX512-BF16 or AMX on x86, BF16 on Arm
+BF16_CPU_FEATURES = ("avx512_bf16", "amx_bf16", "bf16", "sve_bf16")
+
+
 def bf16_native(profile: Profile) -> bool:
-    """True on a CUDA GPU with bf16 in hardware (Ampere and newer). Before Ampere (a T4, a V100)
-    ``torch.cuda.is_bf16_supported()`` still says yes, because bf16 tensors work there, emulated: timing them would
-    time the emulation, so the lesson asks ``including_emulation=False``."""
-    return profile.device_class == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    """True where bf16 runs in hardware: a CUDA GPU from Ampere on, or a CPU with bf16 instructions
+    (:data:`BF16_CPU_FEATURES`). Before Ampere (a T4, a V100) ``torch.cuda.is_bf16_supported()`` still says yes,
+    because bf16 tensors work there, emulated: timing them would time the emulation, so the lesson asks
+    ``including_emulation=False``. A CPU without the instructions (AVX2 only, as most laptops and CI machines)
+    converts to and from fp32 around every bf16 matmul."""
+    if profile.device_class == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    capabilities = torch.cpu.get_capabilities()
+    return any(capabilities.get(name) is True for name in BF16_CPU_FEATURES)
 
 
-def usable_dtypes(profile: Profile, dtypes: Iterable[str]) -> list[str]:
-    """``dtypes`` less bf16 on a CUDA GPU without bf16 hardware (:func:`bf16_native`), printing why. A CPU keeps
-    bf16: the lesson shows what bf16 autocast costs there."""
+def usable_dtypes(profile: Profile, dtypes: Iterable[str], emulated_on_cpu: bool = False) -> list[str]:
+    """``dtypes`` less bf16 where the device has no bf16 in hardware (:func:`bf16_native`), printing why.
+    ``emulated_on_cpu`` keeps bf16 on any CPU: the classifier shows, once, what bf16 autocast costs without it."""
     wanted = list(dtypes)
-    if "bf16" in wanted and profile.device_class == "cuda" and not bf16_native(profile):
+    if "bf16" not in wanted or bf16_native(profile):
+        return wanted
+    if profile.device_class == "cuda":
         print(
             f"bf16 rows skipped: {torch.cuda.get_device_name()} has no bf16 in hardware (before Ampere), so bf16 "
             "would run emulated; the fp32 rows still run"
         )
-        wanted.remove("bf16")
+    elif emulated_on_cpu:
+        return wanted
+    else:
+        print(
+            f"bf16 rows skipped: this CPU ({torch.cpu.get_capabilities().get('cpu_name', 'unnamed')}) has no bf16 "
+            f"instructions ({', '.join(BF16_CPU_FEATURES)}), so bf16 would run emulated, as the classifier's bf16 "
+            "row shows; the fp32 rows still run"
+        )
+    wanted.remove("bf16")
     return wanted
 
 
@@ -179,12 +199,14 @@ def _bar(items: Sequence, desc: str, progress: bool, unit: str) -> tqdm:
 
 
 def measure_classifier(profile: Profile, dtypes: Iterable[str] = DTYPES, progress: bool = True) -> list[dict]:
-    """The article's ViT classifier step, eager and compiled, for each of ``dtypes`` (``fp32``, ``bf16``)."""
+    """The article's ViT classifier step, eager and compiled, for each of ``dtypes`` (``fp32``, ``bf16``). A CPU runs
+    bf16 even without bf16 instructions: this is where the lesson shows what emulated bf16 autocast costs."""
     apply_threads(profile)
     use_repo_compile_cache()
     true_fp32()
     rows = []
-    for dtype in _bar(usable_dtypes(profile, dtypes), "lesson 3 classifier", progress, "dtype"):
+    usable = usable_dtypes(profile, dtypes, emulated_on_cpu=True)
+    for dtype in _bar(usable, "lesson 3 classifier", progress, "dtype"):
         amp = DTYPES[dtype]
         eager = classifier_step(profile, compiled=False, amp=amp)
         base = eager_row(dtype, eager, profile)
@@ -198,7 +220,8 @@ def measure_classifier(profile: Profile, dtypes: Iterable[str] = DTYPES, progres
 def measure_distillation(
     profile: Profile, variants: Iterable[str] = VARIANTS, dtypes: Iterable[str] = DTYPES, progress: bool = True
 ) -> list[dict]:
-    """Every variant of ``VARIANTS`` (eager first) for each of ``dtypes``, compared with eager of that dtype."""
+    """Every variant of ``VARIANTS`` (eager first) for each of ``dtypes`` the device runs in hardware
+    (:func:`usable_dtypes`), compared with eager of that dtype."""
     apply_threads(profile)
     use_repo_compile_cache()
     true_fp32()
@@ -224,7 +247,7 @@ def measure_distillation(
 def modes_dtype(profile: Profile) -> str:
     """The dtype the modes are compared in: bf16 on a GPU with bf16 hardware (the article's setting), else fp32 (a
     CPU, where bf16 autocast is slow eagerly, or an older GPU, where bf16 is emulated)."""
-    return "bf16" if bf16_native(profile) else "fp32"
+    return "bf16" if profile.device_class == "cuda" and bf16_native(profile) else "fp32"
 
 
 def measure_modes(

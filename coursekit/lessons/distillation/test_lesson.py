@@ -303,7 +303,7 @@ def test_lesson3_charts_render(tmp_path) -> None:
     assert (tmp_path / "steps.png").stat().st_size > 0 and (tmp_path / "modes.png").stat().st_size > 0
 
 
-def test_fp32_rows_are_true_fp32_and_bf16_is_dropped_only_on_a_gpu_without_it(monkeypatch) -> None:
+def test_fp32_rows_are_true_fp32_and_bf16_is_dropped_where_it_is_not_in_hardware(monkeypatch, capsys) -> None:
     from dataclasses import replace
 
     from coursekit.lessons.distillation import bench
@@ -311,10 +311,19 @@ def test_fp32_rows_are_true_fp32_and_bf16_is_dropped_only_on_a_gpu_without_it(mo
     torch.set_float32_matmul_precision("high")
     assert "TF32" in bench.true_fp32() and torch.get_float32_matmul_precision() == "highest"
     cpu = get_profile("smoke")
-    assert bench.usable_dtypes(cpu, ["fp32", "bf16"]) == ["fp32", "bf16"]
+    # a CPU with AVX2 only (as this project's machines): the distillation drops bf16, the classifier keeps it
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"cpu_name": "AMD EPYC", "avx2": True, "bf16": False})
+    assert bench.usable_dtypes(cpu, ["fp32", "bf16"]) == ["fp32"]
+    assert "AMD EPYC) has no bf16 instructions" in capsys.readouterr().out
+    assert bench.usable_dtypes(cpu, ["fp32", "bf16"], emulated_on_cpu=True) == ["fp32", "bf16"]
+    for feature in ("avx512_bf16", "amx_bf16", "bf16"):  # a Sapphire Rapids or Zen 4, or an Arm CPU with FEAT_BF16
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda f=feature: {"avx2": True, f: True})
+        assert bench.usable_dtypes(cpu, ["fp32", "bf16"]) == ["fp32", "bf16"], feature
+        assert bench.modes_dtype(cpu) == "fp32"  # the modes stay in fp32 on a CPU
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla T4")
     assert bench.usable_dtypes(replace(cpu, device="cuda"), ["fp32", "bf16"]) == ["fp32"]
+    assert bench.usable_dtypes(replace(cpu, device="cuda"), ["fp32", "bf16"], emulated_on_cpu=True) == ["fp32"]
     assert bench.modes_dtype(replace(cpu, device="cuda")) == "fp32"
     # before Ampere torch says yes, counting emulation: the lesson asks for bf16 in hardware
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
@@ -331,16 +340,21 @@ def lesson_cells(*ids: str) -> list[str]:
     return [by_id[i] for i in ids]
 
 
-def test_the_lessons_tables_and_chart_show_fp32_alone_where_bf16_was_skipped(tmp_path) -> None:
-    """On a GPU without bf16 hardware the measurements hold fp32 rows only (``usable_dtypes``): the notebook cells
-    that read them still run, and say which column was not run."""
+@pytest.mark.parametrize("device", ["Tesla T4", "AMD EPYC"])
+def test_the_lessons_tables_and_chart_show_fp32_alone_where_bf16_was_skipped(device: str, tmp_path) -> None:
+    """On a GPU without bf16 hardware the measurements hold fp32 rows only (``usable_dtypes``); on a CPU without bf16
+    instructions the classifier has both dtypes and the distillation fp32 only. The notebook cells that read them
+    still run, and say which column was not run."""
     from IPython.display import Image, Markdown
 
     template = next(r for r in fake_doc()["distillation"] if r["compiled"] and r["dtype"] == "fp32")
     eager = next(r for r in fake_doc()["distillation"] if r["name"] == "eager" and r["dtype"] == "fp32")
+    classifier = [eager, {**template, "name": "compiled"}]
+    if device == "AMD EPYC":
+        classifier += [{**row, "dtype": "bf16"} for row in classifier]
     shown: list = []
     namespace = {
-        "classifier": [eager, {**template, "name": "compiled"}],
+        "classifier": classifier,
         "distillation": [eager, *({**template, "name": v} for v in VARIANTS if v != "eager")],
         "find_row": bench03.find_row,
         "gain": bench03.gain,
@@ -350,7 +364,7 @@ def test_the_lessons_tables_and_chart_show_fp32_alone_where_bf16_was_skipped(tmp
         "step_time_chart": step_time_chart,
         "slug": results.slug,
         "profile": SMOKE,
-        "DEVICE_NAME": "Tesla T4",
+        "DEVICE_NAME": device,
         "RUNS": tmp_path,
         "VARIANTS": VARIANTS,
         "torch": torch,
@@ -358,9 +372,11 @@ def test_the_lessons_tables_and_chart_show_fp32_alone_where_bf16_was_skipped(tmp
     for source in lesson_cells("lesson03-08", "lesson03-14", "lesson03-15"):
         exec(compile(source, "<lesson 3 cell>", "exec"), namespace)
     tables = [d.data for d in shown if isinstance(d, Markdown)]
-    assert len(tables) == 2 and all("not run on this device" in t for t in tables), tables
-    assert "+35.1% (faster) | not run on this device |" in tables[0] and "bf16 step took" not in tables[0]
-    assert tables[1].count("not run on this device") == len(VARIANTS) - 1
+    assert len(tables) == 2 and tables[1].count("not run on this device") == len(VARIANTS) - 1, tables
+    if device == "Tesla T4":
+        assert "+35.1% (faster) | not run on this device |" in tables[0] and "bf16 step took" not in tables[0]
+    else:
+        assert "+35.1% (faster) | +35.1% (faster) |" in tables[0] and "the eager bf16 step took **1.00×**" in tables[0]
     assert list(tmp_path.glob("steps-smoke-*.png"))
 
 
