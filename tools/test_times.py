@@ -1,6 +1,10 @@
 """Where `make test`'s time goes: a duration table from the JUnit files it writes (reports/tests-*.xml).
 
-    python -m tools.test_times [--top 25] [--lessons]
+    python -m tools.test_times [--top 25] [--lessons] [--passes parallel,timing]
+
+By default it reads `make test`'s two passes (``tests-parallel.xml``, ``tests-timing.xml``); ``--passes compat``
+reads `make test-compat`'s, ``--passes browser`` `make test-browser`'s. The compat pass runs many of the same tests
+(the lessons, the reference gradings) under the same ids: adding it in would count them twice.
 
 ``--lessons`` prints, per lesson, the minutes its slow tests took (its notebooks executed and its exercise
 graded), the figure each ``coursekit/lessons/<topic>/lesson.toml`` keeps as ``test_minutes``.
@@ -23,10 +27,15 @@ def _file(classname: str) -> str:
     return "/".join(parts[2:]) if parts[:2] == ["coursekit", "lessons"] else parts[-1]
 
 
-def durations(folder: Path = ROOT / "reports") -> dict[str, float]:
-    """``{test id: seconds}`` from every ``tests-*.xml`` in ``folder``."""
+MAKE_TEST = ("parallel", "timing")  # make test's passes, as its --junitxml names them
+
+
+def durations(folder: Path = ROOT / "reports", passes: tuple[str, ...] = MAKE_TEST) -> dict[str, float]:
+    """``{test id: seconds}`` from ``folder/tests-<pass>.xml`` for each of ``passes`` that exists."""
     found: dict[str, float] = {}
-    for path in sorted(folder.glob("tests-*.xml")):
+    for path in (folder / f"tests-{name}.xml" for name in passes):
+        if not path.is_file():
+            continue
         for case in ET.parse(path).getroot().iter("testcase"):
             name = f"{_file(case.get('classname', ''))}::{case.get('name')}"
             found[name] = found.get(name, 0.0) + float(case.get("time") or 0.0)
@@ -54,15 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--lessons", action="store_true")
+    parser.add_argument("--passes", default=",".join(MAKE_TEST), help="which reports/tests-<pass>.xml to read")
     args = parser.parse_args(argv)
-    times = durations()
+    passes = tuple(p.strip() for p in args.passes.split(",") if p.strip())
+    times = durations(ROOT / "reports", passes)
     if not times:
-        raise SystemExit("no reports/tests-*.xml: run `make test` first")
+        wanted = ", ".join(f"reports/tests-{p}.xml" for p in passes)
+        raise SystemExit(f"none of {wanted} exists: run `make test` (or the pass you named) first")
     total = sum(times.values())
     by_file: dict[str, float] = defaultdict(float)
     for name, seconds in times.items():
         by_file[name.split("::")[0]] += seconds
-    print(f"{len(times)} tests, {total / 60:.1f} min of test time (summed over processes)\n")
+    print(f"{len(times)} tests in {', '.join(passes)}, {total / 60:.1f} min of test time (summed over processes)\n")
     print("| file | min | share |\n|---|---|---|")
     for file, seconds in sorted(by_file.items(), key=lambda kv: -kv[1]):
         print(f"| {file} | {seconds / 60:.1f} | {seconds / total:.0%} |")
