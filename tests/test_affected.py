@@ -43,3 +43,21 @@ def test_every_wrong_submission_changes_what_it_claims_to_break(tmp_path) -> Non
             after = code_cells(variant(solution, tmp_path / exercise / solution.name, edits))
             unreached = [cid for cid in expected if not can_change(get(cid).needs, before, after)]
             assert not unreached, f"{exercise} '{name}': its edits reach none of the needs of {unreached}"
+
+
+def test_make_test_grades_a_wrong_submission_for_every_check_one_must_fail(monkeypatch) -> None:
+    """`make test` grades the first-listed wrong submission for each check (tests.submissions.first_to_fail); the
+    others carry the marker compat, which `make test-compat` selects, so CI grades each one once."""
+    from tests import submissions
+    from tests.test_grader import WRONG
+
+    compat = {tuple(p.values) for p in WRONG if any(m.name == "compat" for m in p.marks)}
+    for exercise, (_, _, wrong) in EXERCISES.items():
+        kept = submissions.first_to_fail(exercise)
+        assert {(exercise, n) for n in wrong if n not in kept} == {(e, n) for e, n in compat if e == exercise}
+        failing = [set(e) - submissions.MEASURED.get((exercise, n), set()) for n, (_, e) in wrong.items()]
+        assert set().union(*failing) == set().union(*(failing[list(wrong).index(n)] for n in kept)), exercise
+    toy = {"a": (None, {"x"}), "b": (None, {"x"}), "c": (None, {"x", "y"}), "d": (None, {"s"}), "e": (None, set())}
+    monkeypatch.setitem(submissions.EXERCISES, "toy", (None, None, toy))
+    monkeypatch.setitem(submissions.MEASURED, ("toy", "d"), {"s"})
+    assert submissions.first_to_fail("toy") == ["a", "c", "d", "e"]  # b fails only x, which a already fails
