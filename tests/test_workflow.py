@@ -28,7 +28,10 @@ from tests.submissions import ROOT
 
 # timing: the workflow calibrates and grades speed checks, so it runs in `make test`'s serial pass
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
-CHECK_TIMEOUT = 20  # aaron hangs for this long, twice; the slowest honest check took 6.9 s (fresh clone, 2 cores)
+# aaron hangs for this long, twice, beside the others' grading. The slowest honest check had taken 6.9 s (fresh clone,
+# 2 cores, an earlier session); on 2026-11-24, the machine 20% slower than in the run before, compiles_once took 11.5 s,
+# and more than 20 s once (bob, in the local batch) while both batch engines, feedback and export shared the two cores
+CHECK_TIMEOUT = 40
 LEARNERS: dict = {}  # filled by the flow fixture: the class depends on where its course folder is
 RAY_CHECKS = ("ex02.scorer.outputs", "ex02.scorer.statistic", "ex02.scorer.no_breaks")
 # the batch paths grade what is not timed: autograde grades the speed check (two judges at once, the machine lock
