@@ -89,8 +89,8 @@ test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(
 test-browser:  ## JupyterLab in Debian's Chromium (Playwright): a lesson run from the Run menu, an exercise's PASS and FAIL lines, TensorBoard
 	$(BIN)/python -m pytest -m browser --junitxml=reports/tests-browser.xml
 
-test-fast: lint  ## lint, then the quick tier: no notebook runs, no whole-submission grading, nothing that times speed
-	$(BIN)/python -m pytest -m "not slow and not timing"
+test-fast: lint  ## lint, then the quick tier in TEST_JOBS processes: no notebook runs, no whole-submission grading, nothing timed
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -m "not slow and not timing" -n $(TEST_JOBS) $(XDIST_ORDER)
 
 lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
 	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
