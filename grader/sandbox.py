@@ -16,7 +16,10 @@ From then on that process and everything it starts:
 * cannot change another process's priority, CPU affinity, resource limits or I/O priority, cannot raise its
   own scheduling class, change file modes, owners, times or extended attributes, mount, load modules, use
   io_uring, BPF or perf events, or set the clock (seccomp; these are the ways a process of the same user
-  could slow the grader's own timing or damage files it may read).
+  could slow the grader's own timing or damage files it may read);
+* cannot leave its own process tree: ``clone`` with ``CLONE_PARENT`` (a process that would be the worker's
+  sibling, which the judge neither freezes while it times nor ends with the worker) is refused, and the worker
+  is a child subreaper, so a double-forked daemon comes back to it.
 
 Why these mechanisms: Landlock and seccomp work unprivileged on any Linux laptop or GPU server, inside the
 process that applies them (no setuid helper, no user namespaces, which Ubuntu 24.04 restricts), so a worker
@@ -123,6 +126,7 @@ DENIED = (
 )
 OWN_ONLY = ("sched_setaffinity", "prlimit64")  # allowed on the calling process (pid 0), refused on any other
 NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+CLONE_PARENT = 0x00008000  # the new process would be the worker's sibling: outside its tree, never frozen or ended
 X32_BIT = 0x40000000
 AF_UNIX = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -279,8 +283,8 @@ def _seccomp(abi: int) -> None:
     for name in OWN_ONLY:
         refuse(name, [ArgCmp(0, CmpOp.NE, 0)])
     refuse("prctl", [ArgCmp(0, CmpOp.EQ, PR_SET_CHILD_SUBREAPER)])  # the worker adopts orphans; keep it so
-    for bit in range(32):  # a new namespace of any kind (masked equality tests one flag at a time)
-        if NAMESPACE_FLAGS >> bit & 1:
+    for bit in range(32):  # a new namespace of any kind, or a sibling (masked equality tests one flag at a time)
+        if (NAMESPACE_FLAGS | CLONE_PARENT) >> bit & 1:
             refuse("clone", [ArgCmp(0, CmpOp.MASKED_EQ, 1 << bit, mask=1 << bit)])
     refuse("clone3", error=errno.ENOSYS)  # its flags sit in a struct seccomp cannot read: libc falls back to clone
     if abi < 6:  # Landlock cannot scope signals on this kernel: a signal may go to this process alone

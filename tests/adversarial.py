@@ -48,6 +48,27 @@ class Attack:
     untouched: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     problem: str = ""  # a substring one of the notebook's load problems must contain
+    hole: str = ""  # a cheat that still works: its test is a strict xfail, which fails once the hole is closed
+
+
+SKIP_TIMED_CALLS = """
+import grader.probing as _probing
+
+RUN_ALL = _probing.run_schedule
+
+
+def _run_the_tail(fn, staged, schedule, grads):
+    # the judge checks only the last output of a timed sample: run its last call alone
+    return RUN_ALL(fn, staged, schedule[-1:], grads)
+
+
+def _install():
+    _probing.run_schedule = _run_the_tail
+    return 1
+
+
+TAIL_ONLY = _install()
+"""
 
 
 FRAME_WALK = '''
@@ -395,6 +416,14 @@ CHEATS: dict[str, Attack] = {
             RETURN: "        class Lazy(torch.Tensor):\n            pass\n"
             "        return (((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()).as_subclass(Lazy)"
         },
+    ),
+    "runs only the last calls of every timed sample (red team, session 15)": Attack(
+        "naive",
+        {VALUES: "pass", SPEED: "fail"},
+        edits=NAIVE,
+        cells=(NAIVE_CELL, SKIP_TIMED_CALLS),
+        hole="the judge verifies only a timed sample's last output (grader/README.md, 'What a determined learner "
+        "could still forge')",
     ),
     "patches the timer": Attack(
         "naive",

@@ -41,7 +41,10 @@ def build(name: str, out: Path) -> Path:
     return variant(base, out, attack.edits, append=attack.cells)
 
 
-@pytest.mark.parametrize("name", list(CHEATS))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=a.hole)) if a.hole else n for n, a in CHEATS.items()],
+)
 def test_cheat_gains_nothing(tmp_path: Path, name: str) -> None:
     attack = CHEATS[name]
     before = {rel: _digest(rel) for rel in attack.untouched}

@@ -75,6 +75,24 @@ def test_learner_code_reads_and_writes_only_what_it_may(tmp_path: Path) -> None:
     assert outside.read_text() == "keep me"
 
 
+def clone_as_sibling() -> None:
+    """``clone(CLONE_PARENT | SIGCHLD)`` by raw syscall, as a red-team notebook did: the new process's parent is
+    the caller's parent, outside the worker's tree. The child exits at once."""
+    import ctypes
+    import platform
+
+    numbers = {"x86_64": 56, "aarch64": 220}
+    if platform.machine() not in numbers:
+        pytest.skip(f"no clone syscall number for {platform.machine()} here")
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = libc.syscall(numbers[platform.machine()], 0x00008000 | signal.SIGCHLD, 0, 0, 0, 0)  # CLONE_PARENT
+    if pid == 0:
+        os._exit(0)
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
 @needs_sandbox
 def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) -> None:
     judge = os.getpid()
@@ -103,6 +121,7 @@ def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) ->
             "pin the judge": lambda: os.sched_setaffinity(judge, {0}),
             "raise its own priority": lambda: os.setpriority(os.PRIO_PROCESS, 0, -5),
             "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
+            "start a process outside its tree": clone_as_sibling,
         }
     )
     for sock in (server, abstract, sink):
