@@ -94,8 +94,8 @@ class Call:
         return t.detach().requires_grad_(grad) if grad else t
 
 
-def plain(value: Any, what: str) -> torch.Tensor:
-    """``value`` checked to be a plain tensor (a subclass can defer or fake its values), detached on the CPU."""
+def plain_on_device(value: Any, what: str) -> torch.Tensor:
+    """``value`` checked to be a plain tensor (a subclass can defer or fake its values), where it is."""
     if not isinstance(value, torch.Tensor):
         raise Failure(f"{what} should be a torch.Tensor, got {type(value).__name__}")
     if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
@@ -103,7 +103,12 @@ def plain(value: Any, what: str) -> torch.Tensor:
             f"{what} is a tensor subclass ({type(value).__name__}); return a plain torch.Tensor "
             "(a subclass can defer or fake its values)"
         )
-    return value.detach().cpu()
+    return value
+
+
+def plain(value: Any, what: str) -> torch.Tensor:
+    """``value`` checked to be a plain tensor (a subclass can defer or fake its values), detached on the CPU."""
+    return plain_on_device(value, what).detach().cpu()
 
 
 def ordinal(n: int) -> str:
@@ -176,7 +181,8 @@ def run(name: str, call: Call) -> Reply:
 # sends the inputs once (``timing.stage``) and, for each timed sample, only a schedule: which staged input
 # each call takes and a secret factor its floating-point tensors are multiplied by (``timing.run``). The
 # judge runs its baseline through the same ``run_schedule``, so both sides do the same work per call, and
-# no output can be computed before the schedule arrives.
+# no output can be computed before the schedule arrives. Every call leaves a fingerprint in the answer, and
+# the judge recomputes some it picks after the answer arrives: skipping calls while timed shows.
 
 
 def stage_timed(call: Call, handle: str, fn: Callable[..., Any]) -> Reply:
@@ -197,14 +203,29 @@ def transform(args: tuple, scale: float, grads: tuple[bool, ...]) -> tuple:
     return tuple(out)
 
 
+def fingerprint(out: Any, args: tuple) -> torch.Tensor:
+    """What one timed call computed, in two numbers: the absolute sum of its output, and of the gradients its
+    inputs received (0 when none did). Neither can be had without the call's work."""
+    out = plain_on_device(out, "the timed function's result")
+    made = out.detach().float().abs().sum()
+    grad = torch.zeros((), device=out.device)
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.grad is not None:
+            grad = grad + a.grad.detach().float().abs().sum()
+    return torch.stack([made, grad.to(made.device)])
+
+
 def run_schedule(
     fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]], grads: tuple[bool, ...]
-) -> Any:
-    """Call ``fn`` once per schedule entry ``(index, scale)`` on the transformed staged inputs; the last output."""
-    out = None
+) -> tuple[Any, torch.Tensor]:
+    """Call ``fn`` once per schedule entry ``(index, scale)`` on the transformed staged inputs: the last output,
+    and every call's ``fingerprint`` (``[calls, 2]``), which the judge checks for calls it picks afterwards."""
+    out, prints = None, []
     for index, scale in schedule:
-        out = fn(*transform(staged[index], scale, grads))
-    return out
+        args = transform(staged[index], scale, grads)
+        out = fn(*args)
+        prints.append(fingerprint(out, args))
+    return out, torch.stack(prints)
 
 
 def _sync(device: str) -> None:
@@ -224,12 +245,13 @@ def timing_stage(call: Call) -> Reply:
 
 @probe("timing.run")
 def timing_run(call: Call) -> Reply:
-    """Run the staged function on the schedule, wait for the device, report the last output."""
+    """Run the staged function on the schedule, wait for the device, report the last output and every call's
+    fingerprint."""
     handle = call.arg("handle")
     fn = call.state["timed"][handle]
     staged, grads = call.state["staged"][handle]
     schedule = [(int(i), float(s)) for i, s in call.arg("schedule")]
     _sync(call.device)
-    out = run_schedule(fn, staged, schedule, grads)
+    out, prints = run_schedule(fn, staged, schedule, grads)
     _sync(call.device)
-    return Reply(tensors={"out": plain(out, "the timed function's result")})
+    return Reply(tensors={"out": plain(out, "the timed function's result"), "prints": prints.detach().cpu()})

@@ -10,8 +10,10 @@ per-trial ratios:
   be computed before its schedule arrives, and no input can be cached.
 * **The candidate on the judge's clock.** A candidate sample lasts from sending the schedule to receiving
   the answer, which the worker sends after synchronising its device; the answer carries the last output,
-  which the judge checks against its own reference for that very input. The round trip (well under a
-  millisecond) counts against the learner, never for.
+  which the judge checks against its own reference for that very input, and every call's fingerprint
+  (``grader.probing.fingerprint``), of which the judge recomputes calls it picks only after the answer
+  arrived, so a sample whose calls were skipped shows. The round trip (well under a millisecond) counts
+  against the learner, never for.
 * **The baseline with the learner frozen.** While the judge times its baseline, every learner process is
   stopped (``SIGSTOP``; ``grader.containment``), so no thread, hook or child process of the learner's can
   slow it down. On CUDA the judge then waits until the GPU is idle before its clock starts: kernels a
@@ -40,6 +42,8 @@ IDLE_GPU_LATENCY_S = 0.002  # a tiny kernel that takes longer than this is shari
 IDLE_GPU_WAIT_S = 10.0
 MAX_CALLS = 10_000
 SCALE = (0.8, 1.25)
+FINGERPRINT_RTOL = 1e-3  # absolute sums of float32 values, computed by two implementations of the same maths
+SPOT_CHECKS = 2  # calls per timed sample whose fingerprints the judge recomputes
 
 
 class BusyDevice(AssertionError):
@@ -98,9 +102,34 @@ def _time_local(
 ) -> tuple[float, Any]:
     synchronize(device)
     start = time.perf_counter()
-    out = run_schedule(fn, staged, schedule, grads)
+    out = run_schedule(fn, staged, schedule, grads)  # the fingerprints too: the same work as the worker's
     synchronize(device)
     return time.perf_counter() - start, out
+
+
+def check_fingerprints(
+    prints: torch.Tensor,
+    schedule: list[tuple[int, float]],
+    want: Callable[[tuple[int, float]], torch.Tensor],
+    picks: list[int],
+) -> None:
+    """The worker's per-call fingerprints (``[calls, 2]``) must cover ``schedule`` and match ``want(entry)`` at
+    ``picks``, positions the judge chose after the answer arrived."""
+    if tuple(prints.shape) != (len(schedule), 2):
+        raise AssertionError(
+            f"the timed calls' record has shape {tuple(prints.shape)}, not ({len(schedule)}, 2): every call of a "
+            "timed sample leaves one, unless code rewrote the grader's timing"
+        )
+    for j in picks:
+        expected = want(schedule[j]).double().cpu()
+        got = prints[j].double()
+        if not torch.allclose(got, expected, rtol=FINGERPRINT_RTOL, atol=1e-6):
+            raise AssertionError(
+                f"call {j + 1} of {len(schedule)} in a timed sample did not compute what it should during timing "
+                f"(absolute sums of output and input gradients {got.tolist()} against {expected.tolist()}): "
+                "every call's result is checked, at random, after the sample. Does your code skip or change calls "
+                "while it is timed?"
+            )
 
 
 def _time_remote(learner, handle: str, schedule: list[tuple[int, float]]) -> tuple[float, Answer]:
@@ -127,11 +156,14 @@ def compare(
     verify: Callable[[torch.Tensor, tuple], None] | None = None,
     sets: int = 8,
     required: float | None = None,
+    spot_checks: int = SPOT_CHECKS,
 ) -> Comparison:
     """Interleave ``baseline`` (here) and the learner's staged ``handle`` (in the worker); see the module
     docstring. ``make_args(i)`` gives input set ``i`` (CPU tensors); ``grads`` marks inputs that need grad;
     ``verify(output, args)`` checks the candidate's last output of each trial against the judge's reference
-    for the same (transformed) args. With ``required``, trials are added (up to four times
+    for the same (transformed) args, and ``spot_checks`` calls of each sample, picked after its answer, must
+    leave the fingerprints the baseline leaves for the same input (0 where the baseline keeps state a correct
+    candidate does not share, a training step's). With ``required``, trials are added (up to four times
     ``trials``, one at a time) while the median's 95% confidence interval contains it."""
     arg_sets = [tuple(make_args(i)) for i in range(sets)]
     arity = len(arg_sets[0])
@@ -148,10 +180,17 @@ def compare(
 
     coverage = [(i, end) for i in range(sets) for end in SCALE]  # every set at both ends of the scale, untimed
 
+    picker = random.Random(rng.random())  # which calls are recomputed: drawn after each answer
+
+    def want(entry: tuple[int, float]) -> torch.Tensor:
+        return run_schedule(baseline, local, [entry], grads)[1][0]
+
     def check(answer: Answer, sched: list[tuple[int, float]]) -> None:
         if verify is not None:
             index, scale = sched[-1]
             verify(answer.tensor("out"), run_args(arg_sets[index], scale))
+        picks = picker.sample(range(len(sched)), min(spot_checks, len(sched)))
+        check_fingerprints(answer.tensor("prints"), sched, want, picks)
 
     def run_args(args: tuple, scale: float) -> tuple:
         return tuple(a * scale if a.is_floating_point() else a for a in args)
@@ -160,7 +199,7 @@ def compare(
     torch.set_num_threads(threads)
     torch.compiler.reset()
     try:
-        _time_remote(learner, handle, coverage)  # compiles happen here, on both sides, untimed
+        check(_time_remote(learner, handle, coverage)[1], coverage)  # compiles happen here, on both sides, untimed
         _time_local(baseline, local, coverage, grads, device)
         for _ in range(max(1, warmup)):
             _, answer = _time_remote(learner, handle, sched := schedule(1))
@@ -225,6 +264,7 @@ def compare_checked(
     grads: tuple[bool, ...],
     seed_offset: int,
     verify: Callable[[torch.Tensor, tuple], None] | None = None,
+    spot_checks: int = SPOT_CHECKS,
 ) -> tuple[Comparison, float]:
     """:func:`compare` as a speed check runs it: the profile's trials, warm-up (at least 2), sample length and
     threads, a schedule seeded from the secret seed, and ``check_id``'s threshold; returns it with the result."""
@@ -244,6 +284,7 @@ def compare_checked(
         rng=random.Random(ctx.secret_seed + seed_offset),
         verify=verify,
         required=required,
+        spot_checks=spot_checks,
     )
     return result, required
 

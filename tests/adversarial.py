@@ -48,7 +48,6 @@ class Attack:
     untouched: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     problem: str = ""  # a substring one of the notebook's load problems must contain
-    hole: str = ""  # a cheat that still works: its test is a strict xfail, which fails once the hole is closed
 
 
 SKIP_TIMED_CALLS = """
@@ -58,8 +57,9 @@ RUN_ALL = _probing.run_schedule
 
 
 def _run_the_tail(fn, staged, schedule, grads):
-    # the judge checks only the last output of a timed sample: run its last call alone
-    return RUN_ALL(fn, staged, schedule[-1:], grads)
+    # run only the last call of a timed sample (whose output the judge checks) and copy its fingerprint for the rest
+    out, prints = RUN_ALL(fn, staged, schedule[-1:], grads)
+    return out, prints.expand(len(schedule), 2).clone()
 
 
 def _install():
@@ -417,13 +417,11 @@ CHEATS: dict[str, Attack] = {
             "        return (((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()).as_subclass(Lazy)"
         },
     ),
-    "runs only the last calls of every timed sample (red team, session 15)": Attack(
+    "runs only the last call of every timed sample and copies its fingerprint (red team, session 15)": Attack(
         "naive",
-        {VALUES: "pass", SPEED: "fail"},
+        {VALUES: "pass", SPEED: "did not compute what it should"},
         edits=NAIVE,
         cells=(NAIVE_CELL, SKIP_TIMED_CALLS),
-        hole="the judge verifies only a timed sample's last output (grader/README.md, 'What a determined learner "
-        "could still forge')",
     ),
     "patches the timer": Attack(
         "naive",

@@ -1,0 +1,48 @@
+"""Every timed call leaves a fingerprint, and the judge's spot checks catch a sample whose calls were skipped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader.probing import run_schedule
+from grader.speed import check_fingerprints
+
+STAGED = [(torch.randn(4, 3, generator=torch.Generator().manual_seed(i)),) for i in range(3)]
+SCHEDULE = [(0, 0.8), (2, 1.1), (1, 1.25), (0, 1.0)]
+
+
+def loss(x: torch.Tensor) -> torch.Tensor:
+    out = (x.sin() * 3).sum()
+    out.backward()
+    return out
+
+
+def want(entry: tuple[int, float]) -> torch.Tensor:
+    return run_schedule(loss, STAGED, [entry], (True,))[1][0]
+
+
+def test_each_call_leaves_the_fingerprint_of_its_own_output_and_input_gradients() -> None:
+    out, prints = run_schedule(loss, STAGED, SCHEDULE, (True,))
+    assert prints.shape == (len(SCHEDULE), 2)
+    for row, (index, scale) in zip(prints, SCHEDULE):
+        x = (STAGED[index][0] * scale).requires_grad_()
+        made = loss(x)
+        assert torch.allclose(row, torch.stack([made.detach().abs(), x.grad.abs().sum()]))
+    assert torch.allclose(out, (STAGED[0][0].sin() * 3).sum())  # the last output, as before
+    assert (prints[:, 1] > 0).all()
+
+
+def test_honest_fingerprints_pass_every_spot_check() -> None:
+    _, prints = run_schedule(loss, STAGED, SCHEDULE, (True,))
+    check_fingerprints(prints, SCHEDULE, want, picks=list(range(len(SCHEDULE))))
+
+
+def test_a_skipped_call_is_caught_where_the_judge_looks() -> None:
+    _, last = run_schedule(loss, STAGED, SCHEDULE[-1:], (True,))
+    copied = last.expand(len(SCHEDULE), 2).clone()  # the last call run, its fingerprint copied for the others
+    check_fingerprints(copied, SCHEDULE, want, picks=[3])  # the one call that did run passes
+    with pytest.raises(AssertionError, match="call 2 of 4 .* did not compute what it should during timing"):
+        check_fingerprints(copied, SCHEDULE, want, picks=[3, 1])
+    with pytest.raises(AssertionError, match=r"record has shape \(1, 2\), not \(4, 2\)"):
+        check_fingerprints(last, SCHEDULE, want, picks=[])
