@@ -42,7 +42,7 @@ IDLE_GPU_LATENCY_S = 0.002  # a tiny kernel that takes longer than this is shari
 IDLE_GPU_WAIT_S = 10.0
 MAX_CALLS = 10_000
 SCALE = (0.8, 1.25)
-FINGERPRINT_RTOL = 1e-3  # absolute sums of float32 values, computed by two implementations of the same maths
+FINGERPRINT_RTOL = 1e-3  # L1 norms of float32 values, computed by two implementations of the same maths
 SPOT_CHECKS = 2  # calls per timed sample whose fingerprints the judge recomputes
 
 
@@ -126,7 +126,7 @@ def check_fingerprints(
         if not torch.allclose(got, expected, rtol=FINGERPRINT_RTOL, atol=1e-6):
             raise AssertionError(
                 f"call {j + 1} of {len(schedule)} in a timed sample did not compute what it should during timing "
-                f"(absolute sums of output and input gradients {got.tolist()} against {expected.tolist()}): "
+                f"(L1 norms of output and input gradients {got.tolist()} against {expected.tolist()}): "
                 "every call's result is checked, at random, after the sample. Does your code skip or change calls "
                 "while it is timed?"
             )
