@@ -344,8 +344,14 @@ class RemoteLearner:
     # ------------------------------------------------------------------ requests
 
     def _tail(self) -> str:
+        """The end of the worker's log: only its last bytes are read, since learner code may have written up to the
+        file-size limit (hundreds of MiB) to it."""
         log = self._worker.log if self._worker else None
-        text = log.read_text(errors="replace") if log and log.exists() else ""
+        if not (log and log.exists()):
+            return ""
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            text = f.read().decode(errors="replace")
         return clip(text[-600:].strip(), 600)
 
     def _lost(self, message: str) -> WorkerLost:

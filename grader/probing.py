@@ -185,9 +185,11 @@ def run(name: str, call: Call) -> Reply:
 # the judge recomputes some it picks after the answer arrives: skipping calls while timed shows.
 
 
-def stage_timed(call: Call, handle: str, fn: Callable[..., Any]) -> Reply:
-    """Keep ``fn`` under ``handle`` for timing."""
+def stage_timed(call: Call, handle: str, fn: Callable[..., Any], params: tuple = ()) -> Reply:
+    """Keep ``fn`` under ``handle`` for timing; ``params``, tensors whose gradients each call computes (a model's
+    parameters, for a forward and backward), join every call's fingerprint."""
     call.state.setdefault("timed", {})[handle] = fn
+    call.state.setdefault("timed_params", {})[handle] = tuple(params)
     return Reply({"handle": handle})
 
 
@@ -203,32 +205,42 @@ def transform(args: tuple, scale: float, grads: tuple[bool, ...]) -> tuple:
     return tuple(out)
 
 
-def fingerprint(out: Any, args: tuple) -> list[torch.Tensor]:
+def fingerprint(out: Any, args: tuple, params: tuple = ()) -> list[torch.Tensor]:
     """What one timed call computed, in two numbers: the L1 norm of its output, and the summed L1 norms of the
-    gradients its inputs received (0 when none did). Neither can be had without the call's work. Two reductions,
-    no copies: the baseline pays the same, and a cheap fingerprint keeps the measured speedups close to the
-    functions' own."""
+    gradients its inputs and ``params`` received (0 when none did). Neither can be had without the call's work.
+    A few reductions, no copies: the baseline pays the same, and a cheap fingerprint keeps the measured speedups
+    close to the functions' own."""
     out = plain_on_device(out, "the timed function's result")
     with torch.no_grad():
         made = torch.linalg.vector_norm(out, 1, dtype=torch.float32)
-        grad = None
-        for a in args:
-            if isinstance(a, torch.Tensor) and a.grad is not None:
-                norm = torch.linalg.vector_norm(a.grad, 1, dtype=torch.float32)
-                grad = norm if grad is None else grad + norm
-    return [made, torch.zeros_like(made) if grad is None else grad.to(made.device)]
+        grads = [a.grad for a in (*args, *params) if isinstance(a, torch.Tensor) and a.grad is not None]
+        if not grads:
+            return [made, torch.zeros_like(made)]
+        if len(grads) == 1:  # an input's gradient (exercise 1's loss): a single reduction, the cheapest
+            grad = torch.linalg.vector_norm(grads[0], 1, dtype=torch.float32)
+        else:  # a model's parameters: one fused reduction over them all (as clip_grad_norm_ does), then the sum
+            grad = torch.stack(torch._foreach_norm(grads, 1, dtype=torch.float32)).sum()
+    return [made, grad.to(made.device)]
 
 
 def run_schedule(
-    fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]], grads: tuple[bool, ...]
+    fn: Callable[..., Any],
+    staged: list[tuple],
+    schedule: list[tuple[int, float]],
+    grads: tuple[bool, ...],
+    params: tuple = (),
 ) -> tuple[Any, torch.Tensor]:
     """Call ``fn`` once per schedule entry ``(index, scale)`` on the transformed staged inputs: the last output,
-    and every call's ``fingerprint`` (``[calls, 2]``), which the judge checks for calls it picks afterwards."""
+    and every call's ``fingerprint`` (``[calls, 2]``), which the judge checks for calls it picks afterwards.
+    ``params``' gradients are cleared before each call, so each call's fingerprint holds its own."""
+    params = tuple(p for p in params if isinstance(p, torch.Tensor))
     out, prints = None, []
     for index, scale in schedule:
         args = transform(staged[index], scale, grads)
+        for p in params:
+            p.grad = None
         out = fn(*args)
-        prints += fingerprint(out, args)
+        prints += fingerprint(out, args, params)
     return out, torch.stack(prints).view(-1, 2)
 
 
@@ -252,10 +264,10 @@ def timing_run(call: Call) -> Reply:
     """Run the staged function on the schedule, wait for the device, report the last output and every call's
     fingerprint."""
     handle = call.arg("handle")
-    fn = call.state["timed"][handle]
+    fn, params = call.state["timed"][handle], call.state.get("timed_params", {}).get(handle, ())
     staged, grads = call.state["staged"][handle]
     schedule = [(int(i), float(s)) for i, s in call.arg("schedule")]
     _sync(call.device)
-    out, prints = run_schedule(fn, staged, schedule, grads)
+    out, prints = run_schedule(fn, staged, schedule, grads, params)
     _sync(call.device)
     return Reply(tensors={"out": plain(out, "the timed function's result"), "prints": prints.detach().cpu()})

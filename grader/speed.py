@@ -98,11 +98,16 @@ def wait_for_idle_gpu(device: str) -> None:
 
 
 def _time_local(
-    fn: Callable[..., Any], staged: list[tuple], schedule: list[tuple[int, float]], grads: tuple[bool, ...], device: str
+    fn: Callable[..., Any],
+    staged: list[tuple],
+    schedule: list[tuple[int, float]],
+    grads: tuple[bool, ...],
+    device: str,
+    params: tuple = (),
 ) -> tuple[float, Any]:
     synchronize(device)
     start = time.perf_counter()
-    out = run_schedule(fn, staged, schedule, grads)  # the fingerprints too: the same work as the worker's
+    out = run_schedule(fn, staged, schedule, grads, params)  # the fingerprints too: the same work as the worker's
     synchronize(device)
     return time.perf_counter() - start, out
 
@@ -126,7 +131,7 @@ def check_fingerprints(
         if not torch.allclose(got, expected, rtol=FINGERPRINT_RTOL, atol=1e-6):
             raise AssertionError(
                 f"call {j + 1} of {len(schedule)} in a timed sample did not compute what it should during timing "
-                f"(L1 norms of output and input gradients {got.tolist()} against {expected.tolist()}): "
+                f"(L1 norms of output and gradients {got.tolist()} against {expected.tolist()}): "
                 "every call's result is checked, at random, after the sample. Does your code skip or change calls "
                 "while it is timed?"
             )
@@ -157,13 +162,16 @@ def compare(
     sets: int = 8,
     required: float | None = None,
     spot_checks: int = SPOT_CHECKS,
+    params: tuple = (),
 ) -> Comparison:
     """Interleave ``baseline`` (here) and the learner's staged ``handle`` (in the worker); see the module
     docstring. ``make_args(i)`` gives input set ``i`` (CPU tensors); ``grads`` marks inputs that need grad;
     ``verify(output, args)`` checks the candidate's last output of each trial against the judge's reference
     for the same (transformed) args, and ``spot_checks`` calls of each sample, picked after its answer, must
     leave the fingerprints the baseline leaves for the same input (0 where the baseline keeps state a correct
-    candidate does not share, a training step's). With ``required``, trials are added (up to four times
+    candidate does not share, a training step's). ``params``, the baseline's tensors whose gradients each call
+    computes (its model's parameters), join its fingerprints, as the candidate's staged ``params`` join its own:
+    then a call that skips its backward shows. With ``required``, trials are added (up to four times
     ``trials``, one at a time) while the median's 95% confidence interval contains it."""
     arg_sets = [tuple(make_args(i)) for i in range(sets)]
     arity = len(arg_sets[0])
@@ -183,7 +191,7 @@ def compare(
     picker = random.Random(rng.random())  # which calls are recomputed: drawn after each answer
 
     def want(entry: tuple[int, float]) -> torch.Tensor:
-        return run_schedule(baseline, local, [entry], grads)[1][0]
+        return run_schedule(baseline, local, [entry], grads, params)[1][0]
 
     def check(answer: Answer, sched: list[tuple[int, float]]) -> None:
         if verify is not None:
@@ -200,12 +208,12 @@ def compare(
     torch.compiler.reset()
     try:
         check(_time_remote(learner, handle, coverage)[1], coverage)  # compiles happen here, on both sides, untimed
-        _time_local(baseline, local, coverage, grads, device)
+        _time_local(baseline, local, coverage, grads, device, params)
         for _ in range(max(1, warmup)):
             _, answer = _time_remote(learner, handle, sched := schedule(1))
             check(answer, sched)
-            _time_local(baseline, local, schedule(1), grads, device)
-        once_b = max(_time_local(baseline, local, schedule(1), grads, device)[0], 1e-7)
+            _time_local(baseline, local, schedule(1), grads, device, params)
+        once_b = max(_time_local(baseline, local, schedule(1), grads, device, params)[0], 1e-7)
         once_c = max(_time_remote(learner, handle, schedule(1))[0], 1e-7)
         calls_b = max(1, min(MAX_CALLS, int(min_sample_s / once_b) + 1))
         calls_c = max(1, min(MAX_CALLS, int(min_sample_s / once_c) + 1))
@@ -228,7 +236,7 @@ def compare(
                 if side == 0:
                     with learner.frozen() as frozen:
                         wait_for_idle_gpu(device)
-                        seconds, _ = _time_local(baseline, local, sched_b, grads, device)
+                        seconds, _ = _time_local(baseline, local, sched_b, grads, device, params)
                     times_b.append(seconds / calls_b)
                 else:
                     seconds, answer = _time_remote(learner, handle, sched_c)
@@ -265,6 +273,7 @@ def compare_checked(
     seed_offset: int,
     verify: Callable[[torch.Tensor, tuple], None] | None = None,
     spot_checks: int = SPOT_CHECKS,
+    params: tuple = (),
 ) -> tuple[Comparison, float]:
     """:func:`compare` as a speed check runs it: the profile's trials, warm-up (at least 2), sample length and
     threads, a schedule seeded from the secret seed, and ``check_id``'s threshold; returns it with the result."""
@@ -285,6 +294,7 @@ def compare_checked(
         verify=verify,
         required=required,
         spot_checks=spot_checks,
+        params=params,
     )
     return result, required
 

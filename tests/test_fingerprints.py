@@ -46,3 +46,30 @@ def test_a_skipped_call_is_caught_where_the_judge_looks() -> None:
         check_fingerprints(copied, SCHEDULE, want, picks=[3, 1])
     with pytest.raises(AssertionError, match=r"record has shape \(1, 2\), not \(4, 2\)"):
         check_fingerprints(last, SCHEDULE, want, picks=[])
+
+
+def test_a_skipped_backward_shows_in_the_parameters_gradients() -> None:
+    """A timed forward and backward whose gradients land in a model's parameters, not in its input (exercise 2):
+    with the parameters staged, a call that returns the right output but skips the backward is caught."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    params = tuple(model.parameters())
+
+    def fwd_bwd(x: torch.Tensor) -> torch.Tensor:
+        out = model(x)
+        out.square().sum().backward()
+        return out
+
+    def forward_only(x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return model(x)
+
+    def want_model(entry: tuple[int, float]) -> torch.Tensor:
+        return run_schedule(fwd_bwd, STAGED, [entry], (False,), params)[1][0]
+
+    _, honest = run_schedule(fwd_bwd, STAGED, SCHEDULE, (False,), params)
+    assert (honest[:, 1] > 0).all()  # every call's own gradients, cleared before the next call
+    check_fingerprints(honest, SCHEDULE, want_model, picks=list(range(len(SCHEDULE))))
+    _, skipped = run_schedule(forward_only, STAGED, SCHEDULE, (False,), params)
+    assert torch.equal(skipped[:, 0], honest[:, 0])  # the outputs alone cannot tell
+    with pytest.raises(AssertionError, match="call 1 of 4 .* did not compute what it should"):
+        check_fingerprints(skipped, SCHEDULE, want_model, picks=[0])

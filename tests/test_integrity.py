@@ -183,3 +183,37 @@ def test_the_naive_loss_fails_the_speed_checks(tmp_path: Path) -> None:
     notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, NAIVE, append=(NAIVE_CELL,))
     grade = grade_notebook(notebook, "ex01", get_profile(), 5, check_ids=["ex01.smoothed_ce.speed"], progress=False)
     assert not grade.results[0].passed and 0.5 < grade.results[0].measured < 2.0, grade.results[0].message
+
+
+SKIP_BACKWARD = """import grader.exercises.ex02.probes as _probes
+
+_ORIGINAL_STAGE = _probes.stage_timed
+
+
+def _skip_backward_while_timed(call, handle, fn, *args, **kwargs):
+    def forward_only(x):
+        saved = torch.Tensor.backward
+        torch.Tensor.backward = lambda *a, **k: None
+        try:
+            return fn(x)
+        finally:
+            torch.Tensor.backward = saved
+
+    return _ORIGINAL_STAGE(call, handle, forward_only, *args, **kwargs)
+
+
+PATCHED = setattr(_probes, "stage_timed", _skip_backward_while_timed)
+"""
+
+
+def test_a_timed_call_that_skips_its_backward_fails_the_speed_check(tmp_path: Path) -> None:
+    """Exercise 2 times a forward and backward whose gradients land in the model's parameters. A learner who
+    rewrites the timing probe to skip the backward returns the right outputs (the red team's 2.32x against an honest
+    1.6x, session 16); the parameters' gradients in every call's fingerprint catch it, whatever the timing."""
+    from tests.submissions import EXERCISES
+
+    solution = EXERCISES["ex02"][0]
+    notebook = variant(solution, tmp_path / solution.name, {}, append=(SKIP_BACKWARD,))
+    grade = grade_notebook(notebook, "ex02", get_profile(), 7, check_ids=["ex02.scorer.speed"], progress=False)
+    result = grade.results[0]
+    assert not result.passed and "did not compute what it should" in result.message, result.message

@@ -122,6 +122,7 @@ def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) ->
             "raise its own priority": lambda: os.setpriority(os.PRIO_PROCESS, 0, -5),
             "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
             "start a process outside its tree": clone_as_sibling,
+            "hold memory outside its RSS (memfd)": lambda: os.memfd_create("hidden"),
         }
     )
     for sock in (server, abstract, sink):
@@ -259,3 +260,25 @@ def test_the_judges_end_never_blocks_past_its_deadline() -> None:
     judge, worker = pair()
     send_frame(worker.fileno(), b"hello")
     assert recv_frame(judge.fileno(), time.monotonic() + 1) == b"hello"
+
+
+def test_a_huge_worker_log_costs_the_judge_only_its_tail(tmp_path: Path) -> None:
+    """Learner code may write its log up to the file-size limit; the judge quotes its end in a message and must not
+    read the whole file into memory to do it."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from grader.learner import RemoteLearner
+
+    log = tmp_path / "worker-1.log"
+    with log.open("wb") as f:
+        f.write(b"x" * (32 << 20) + b"\nTraceback: the last words")
+    learner = SimpleNamespace(_worker=SimpleNamespace(log=log))
+    tracemalloc.start()
+    try:
+        tail = RemoteLearner._tail(learner)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert tail.endswith("Traceback: the last words"), tail[-80:]
+    assert peak < 1 << 20, f"quoting the log's end took {peak / 2**20:.0f} MiB"

@@ -126,7 +126,16 @@ def scorer_speed(learner, ctx) -> Measured:
             )
 
     result, required = compare_checked(
-        learner, ctx, "ex02.scorer.speed", "scorer", baseline, make_args, grads=(False,), seed_offset=2, verify=verify
+        learner,
+        ctx,
+        "ex02.scorer.speed",
+        "scorer",
+        baseline,
+        make_args,
+        grads=(False,),
+        seed_offset=2,
+        verify=verify,
+        params=tuple(compiled_broken.parameters()),
     )
     shown, needed = distinct(result.speedup, required)  # never printed equal to the threshold it misses
     detail = (
