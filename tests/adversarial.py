@@ -71,6 +71,28 @@ TAIL_ONLY = _install()
 """
 
 
+# exercise 2 (tests/test_integrity.py): the timed forward runs, its backward is skipped (red team, session 16)
+SKIP_BACKWARD = """import grader.exercises.ex02.probes as _probes
+
+_ORIGINAL_STAGE = _probes.stage_timed
+
+
+def _skip_backward_while_timed(call, handle, fn, *args, **kwargs):
+    def forward_only(x):
+        saved = torch.Tensor.backward
+        torch.Tensor.backward = lambda *a, **k: None
+        try:
+            return fn(x)
+        finally:
+            torch.Tensor.backward = saved
+
+    return _ORIGINAL_STAGE(call, handle, forward_only, *args, **kwargs)
+
+
+PATCHED = setattr(_probes, "stage_timed", _skip_backward_while_timed)
+"""
+
+
 FRAME_WALK = '''
 import sys
 

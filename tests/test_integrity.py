@@ -17,7 +17,7 @@ import pytest
 from coursekit.profile import get_profile
 from grader.runner import grade_notebook
 from grader.scan import scan_cells
-from tests.adversarial import CHEATS, NAIVE
+from tests.adversarial import CHEATS, NAIVE, SKIP_BACKWARD
 from tests.submissions import EXERCISE_01, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
@@ -183,27 +183,6 @@ def test_the_naive_loss_fails_the_speed_checks(tmp_path: Path) -> None:
     notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, NAIVE, append=(NAIVE_CELL,))
     grade = grade_notebook(notebook, "ex01", get_profile(), 5, check_ids=["ex01.smoothed_ce.speed"], progress=False)
     assert not grade.results[0].passed and 0.5 < grade.results[0].measured < 2.0, grade.results[0].message
-
-
-SKIP_BACKWARD = """import grader.exercises.ex02.probes as _probes
-
-_ORIGINAL_STAGE = _probes.stage_timed
-
-
-def _skip_backward_while_timed(call, handle, fn, *args, **kwargs):
-    def forward_only(x):
-        saved = torch.Tensor.backward
-        torch.Tensor.backward = lambda *a, **k: None
-        try:
-            return fn(x)
-        finally:
-            torch.Tensor.backward = saved
-
-    return _ORIGINAL_STAGE(call, handle, forward_only, *args, **kwargs)
-
-
-PATCHED = setattr(_probes, "stage_timed", _skip_backward_while_timed)
-"""
 
 
 def test_a_timed_call_that_skips_its_backward_fails_the_speed_check(tmp_path: Path) -> None:
