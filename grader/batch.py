@@ -258,18 +258,32 @@ def default_cpu_workers() -> int:
     return max(1, min(4, cores // 2))
 
 
+def slot_cores(workers: int) -> list[set[int] | None]:
+    """Disjoint sets of this process's cores, one per local slot (``None`` each where there are fewer cores than
+    slots): a slot's judge and learner processes then time on cores no other slot uses
+    (``grader.containment.timing_cores`` picks from the slot's own)."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if workers < 2 or len(allowed) < workers:
+        return [None] * workers
+    share = len(allowed) // workers
+    return [set(allowed[i * share : (i + 1) * share]) for i in range(workers)]
+
+
 def _pin_slot(devices) -> None:
-    """Initializer of a local slot: take one GPU (or none) for every submission this process grades."""
-    device = devices.get()
+    """Initializer of a local slot: take one GPU (or none) and a share of the cores for every submission this
+    process grades."""
+    device, cores = devices.get()
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
+    if cores:
+        os.sched_setaffinity(0, cores)
 
 
 def run_local(jobs: list[Job], make_args, workers: int, gpus: list[str], on_done) -> None:
     ctx = mp.get_context("spawn")
     devices = ctx.Queue()
-    for i in range(workers):
-        devices.put(gpus[i] if gpus else None)
+    for i, cores in enumerate(slot_cores(workers)):
+        devices.put((gpus[i] if gpus else None, cores))
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pin_slot, initargs=(devices,)) as pool:
         pending = {pool.submit(grade_job, *make_args(job)): job for job in jobs}
         while pending:

@@ -10,6 +10,11 @@ judge, which recognises them by the sandbox they carry (``NoNewPrivs`` and a sec
 ``stopped()`` sends ``SIGSTOP`` to all of them, over and over until no new one appears, and ``SIGCONT``
 afterwards: while the judge times its baseline, no learner thread or process can run, so none can slow it.
 ``end_all()`` kills them and reaps the orphans.
+
+``same_cores()`` pins the judge and every learner thread to the same CPU cores while a speed check times them:
+on a virtual machine one core can run 30-60% slower than another for seconds at a time (a busy neighbour on
+the host's sibling thread), and a baseline and a candidate timed on different cores would compare the cores,
+not the code.
 """
 
 from __future__ import annotations
@@ -103,6 +108,55 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
         yield len(done)
     finally:
         _signal_all(list(done.values()), signal.SIGCONT)
+
+
+def timing_cores(threads: int) -> set[int]:
+    """``threads`` cores of this process's allowed set, starting at the one it runs on now (so judges that run
+    side by side, each on its own core, pick different ones)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    try:
+        here = allowed.index(psutil.Process().cpu_num())
+    except (ValueError, psutil.Error, AttributeError):
+        here = 0
+    return {allowed[(here + i) % len(allowed)] for i in range(min(max(1, threads), len(allowed)))}
+
+
+def _threads_of(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _set_affinity(pids: list[int], cpus: set[int] | None, saved: dict[int, set[int]]) -> None:
+    """Every thread of ``pids`` to ``cpus`` (or back to its process's mask in ``saved``); gone threads are skipped."""
+    for pid in pids:
+        mask = cpus if cpus is not None else saved.get(pid)
+        if mask is None:
+            continue
+        for tid in _threads_of(pid):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, mask)
+
+
+@contextlib.contextmanager
+def same_cores(worker_pids: set[int], cpus: set[int]) -> Iterator[None]:
+    """This process and every learner process, all their threads, restricted to ``cpus`` inside the block and
+    given back their masks after it. Linux only (elsewhere a no-op). Learner code may widen its own mask again;
+    that only brings back the noise this removes."""
+    if not hasattr(os, "sched_setaffinity") or not Path("/proc/self/task").is_dir():
+        yield
+        return
+    pids = [os.getpid()] + [p.pid for p in learner_processes(worker_pids)]
+    saved: dict[int, set[int]] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            saved[pid] = os.sched_getaffinity(pid)
+    _set_affinity(pids, cpus, saved)
+    try:
+        yield
+    finally:
+        _set_affinity(pids, None, saved)
 
 
 def tree_rss(worker_pids: set[int]) -> int:

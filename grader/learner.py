@@ -439,6 +439,12 @@ class RemoteLearner:
         with containment.stopped(self.pids()) as count:
             yield count
 
+    @contextlib.contextmanager
+    def same_cores(self, cpus: set[int]) -> Iterator[None]:
+        """The judge and every learner process on ``cpus`` inside the block (``containment.same_cores``)."""
+        with containment.same_cores(self.pids(), cpus):
+            yield
+
 
 class LocalLearner:
     """Probes run in this very process, on a namespace (a learner's own notebook): feedback, never a grade."""
@@ -487,6 +493,12 @@ class LocalLearner:
     @contextlib.contextmanager
     def frozen(self) -> Iterator[int]:
         yield 0
+
+    @contextlib.contextmanager
+    def same_cores(self, cpus: set[int]) -> Iterator[None]:
+        """This process on ``cpus`` inside the block: here the learner's code and the baseline share it."""
+        with containment.same_cores(set(), cpus):
+            yield
 
     def close(self) -> None:
         self.state = {}

@@ -18,6 +18,9 @@ per-trial ratios:
   stopped (``SIGSTOP``; ``grader.containment``), so no thread, hook or child process of the learner's can
   slow it down. On CUDA the judge then waits until the GPU is idle before its clock starts: kernels a
   learner queued before being stopped would otherwise share the GPU (``wait_for_idle_gpu``).
+* **Both sides on the same cores.** From the warm-up on, the judge and every learner thread run on the same
+  ``threads`` cores (``grader.containment.same_cores``): a virtual machine's cores can differ in speed by a
+  third or more for seconds at a time, and a ratio of two different cores' times measures them, not the code.
 * **Compiles before the clock.** Both sides first run every input set at both ends of the secret scale, so
   each branch, shape and recompile a schedule can reach happens untimed. The judge's compile state starts
   empty in every comparison (``torch.compiler.reset``), as a fresh worker's does: a batch reuses judge
@@ -26,15 +29,17 @@ per-trial ratios:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from coursekit.timing import Timing, quartiles_of, synchronize
+from grader.containment import timing_cores
 from grader.probing import run_schedule
 from grader.protocol import Answer
 
@@ -95,6 +100,19 @@ def wait_for_idle_gpu(device: str) -> None:
                 "kept running while the grader timed its baseline. Synchronise before you return."
             )
         time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def same_cores(learner, threads: int) -> Iterator[None]:
+    """The judge and ``learner``'s processes on the same ``threads`` cores inside the block, and the judge's
+    torch on ``threads`` threads, as each worker's is (more threads than cores would spin against each other)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with learner.same_cores(timing_cores(threads)):
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _time_local(
@@ -206,9 +224,11 @@ def compare(
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     torch.compiler.reset()
+    pinned = contextlib.ExitStack()
     try:
         check(_time_remote(learner, handle, coverage)[1], coverage)  # compiles happen here, on both sides, untimed
         _time_local(baseline, local, coverage, grads, device, params)
+        pinned.enter_context(same_cores(learner, threads))
         for _ in range(max(1, warmup)):
             _, answer = _time_remote(learner, handle, sched := schedule(1))
             check(answer, sched)
@@ -244,6 +264,7 @@ def compare(
                     check(answer, sched_c)
             trial += 1
     finally:
+        pinned.close()
         torch.set_num_threads(before)
     ratios = [b / c for b, c in zip(times_b, times_c)]
     med, q1, q3 = quartiles_of(ratios)
