@@ -50,7 +50,7 @@ SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIV
 LOAD_TIMEOUT_S = 120.0
 MIN_FREE_DISK = 1024**3  # a worker that leaves less free disk than this is stopped
 ROOT = Path(__file__).resolve().parents[1]
-SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions
+SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions, every exercise
 SEED_SKIP = ("fxgraph", "aotautograd", "locks")  # cached graphs carry the source lines that compiled them
 
 
@@ -246,25 +246,27 @@ class RemoteLearner:
 
     def _new_scratch(self, seeded: bool = True) -> Path:
         """A new, private scratch folder; unless ``seeded`` is False, its compile caches start as a copy of the
-        kernels compiled while the reference solution was graded (``SEED_ROOT/<exercise>``, see ``harvest``).
-        Unseeded, only Inductor's precompiled C++ header is copied: a compile timed cold then compares with the
-        judge's, which keeps that header too."""
+        kernels compiled while reference solutions were graded (``SEED_ROOT``, see ``harvest``). Unseeded, only
+        Inductor's precompiled C++ header is copied: a compile timed cold then compares with the judge's, which
+        keeps that header too."""
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
         self._scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.workdir))
-        seed = SEED_ROOT / self.exercise
-        source, target = (seed, self._scratch) if seeded else (seed / "tmp", self._scratch / "tmp")
+        source, target = (SEED_ROOT, self._scratch) if seeded else (SEED_ROOT / "tmp", self._scratch / "tmp")
         if source.is_dir():  # unseeded (a check that times compiling) still gets the precompiled header, as the judge
             shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*.partial"))
         return self._scratch
 
     def harvest(self) -> None:
-        """Keep the kernels this worker compiled as the seed for later workers of this exercise. Only for a
+        """Keep the kernels this worker compiled as the seed for later workers, of every exercise. Only for a
         trusted notebook (a reference solution): a seed's compiled kernels are loaded by other learners' workers.
-        Cached graphs are left out, since they carry the source lines that compiled them."""
+        Cached graphs are left out, since they carry the source lines that compiled them. One seed serves every
+        exercise: Inductor's precompiled header (about 150 MB, 6-9 s of g++ on a 2-core CPU) and its check of the
+        CPU's vector instructions depend on the compiler and its flags, not on the exercise, so the first reference
+        graded builds them for all; a kernel is found by the hash of its source, so another exercise's is never
+        loaded by mistake."""
         if self._scratch is None:
             return
-        seed = SEED_ROOT / self.exercise
         # the compile caches, and Inductor's precompiled C++ header (kept under TMPDIR, whatever the cache dir)
         kept = [
             "inductor",
@@ -273,7 +275,7 @@ class RemoteLearner:
         ]
         for name in kept:
             if (self._scratch / name).is_dir():
-                _merge_into(self._scratch / name, seed / name)
+                _merge_into(self._scratch / name, SEED_ROOT / name)
 
     def start(self, fresh: bool = False) -> None:
         """Start a worker and load the notebook into it; ``fresh`` also empties its scratch (compile caches)."""

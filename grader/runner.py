@@ -103,7 +103,7 @@ def grade_notebook(
     """Run ``exercise``'s checks (or ``check_ids``) on ``notebook``; learner code runs in sandboxed workers.
 
     Grading a reference solution (a notebook in ``solutions/``) also keeps the kernels its worker compiled, as
-    the seed of later workers' compile caches for this exercise (``RemoteLearner.harvest``)."""
+    the seed of later workers' compile caches, for every exercise (``RemoteLearner.harvest``)."""
     order = check_ids or [c.id for c in checks_for(exercise)]
     report = sandbox_report(sandbox_policy)
     grade = NotebookGrade(str(notebook), exercise, [], sandbox=report.describe())

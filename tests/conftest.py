@@ -48,7 +48,7 @@ def _notebook_minutes(nodeid: str) -> float | None:
 
 def _expected_cost(item: pytest.Item) -> tuple[int, float]:
     """The reference solutions are graded first (grading one keeps the kernels its worker compiled, which every
-    later grading of that exercise starts from), then notebooks, the costliest first (each lesson's manifest
+    later grading starts from), then notebooks, the costliest first (each lesson's manifest
     says what its tests cost), then other slow tests, then the rest."""
     if "test_solution_passes_every_correctness_and_structure_check" in item.nodeid:
         return -1, 0.0

@@ -1,8 +1,9 @@
 """The classroom workflow end to end on CPU, as an instructor runs it.
 
-calibrate -> make release -> a class of five (correct, partially correct, broken, cells deleted and
-edited, one that hangs) -> make collect -> make autograde -> gradebook -> make feedback -> make export,
-then ``grader batch`` (a local pool, and Ray) over the same folder, on the checks that time nothing.
+calibrate -> make release -> a class of six (correct, partially correct, broken, cells deleted and
+edited, one that hangs, one that attacks the others) -> make collect -> make autograde -> gradebook ->
+make feedback -> make export, then ``grader batch`` (a local pool, and Ray) over the same folder, on checks that
+neither time nor compile with Inductor.
 Exercise 2 only, to stay quick.
 """
 
@@ -34,9 +35,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timing]
 CHECK_TIMEOUT = 40
 LEARNERS: dict = {}  # filled by the flow fixture: the class depends on where its course folder is
 RAY_CHECKS = ("ex02.scorer.outputs", "ex02.scorer.statistic", "ex02.scorer.no_breaks")
-# the batch paths grade what is not timed: autograde grades the speed check (two judges at once, the machine lock
-# between them), and timing the class a second time would prove nothing the autograde scores do not
-UNTIMED = tuple(cid for cid in EX02_POINTS if cid != "ex02.scorer.speed")
+# the batch paths grade what neither times nor compiles with Inductor: autograde grades the speed check (two judges at
+# once, the machine lock between them) and compiles_once (an Inductor compile of the scorer, 7-20 s a learner here),
+# and grading them for the class a second time would prove nothing about the batch engines the autograde scores do not
+BATCHED = tuple(cid for cid in EX02_POINTS if cid not in ("ex02.scorer.speed", "ex02.scorer.compiles_once"))
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 
@@ -131,11 +133,11 @@ def flow(tmp_path_factory, profile) -> dict:
 
 
 def _batch(py: list[str], course: Path, out: Path) -> list[str]:
-    """``grader batch`` over the collected class, the untimed checks, two workers."""
+    """``grader batch`` over the collected class, the checks in ``BATCHED``, two workers."""
     folder = str(course / "submitted")
     return (
         py
-        + ["-m", "grader", "batch", folder, "--out", str(out), "--workers", "2", "--only", ",".join(UNTIMED)]
+        + ["-m", "grader", "batch", folder, "--out", str(out), "--workers", "2", "--only", ",".join(BATCHED)]
         + ["--no-progress"]
     )
 
@@ -402,13 +404,13 @@ def test_batch_grading_gives_the_autograde_scores_and_resumes(flow) -> None:
     gradebook = _gradebook(flow["course"])
     for learner in LEARNERS:
         report = json.loads((flow["batch"] / learner / "ex02.json").read_text())
-        assert {c["id"]: float(c["points"]) for c in report["checks"]} == {c: gradebook[learner][c] for c in UNTIMED}
+        assert {c["id"]: float(c["points"]) for c in report["checks"]} == {c: gradebook[learner][c] for c in BATCHED}
     dave = json.loads((flow["batch"] / "dave" / "ex02.json").read_text())
     assert any("`setup` was deleted" in n for n in dave["integrity"])
     aaron = json.loads((flow["batch"] / "aaron" / "ex02.json").read_text())
     assert f"took longer than {CHECK_TIMEOUT} s" in aaron["checks"][0]["message"] and HANG_ON == 33
     rows = list(csv.DictReader((flow["batch"] / "summary.csv").open()))
-    assert len(rows) == len(LEARNERS) * len(UNTIMED)
+    assert len(rows) == len(LEARNERS) * len(BATCHED)
     again = _run(_batch([sys.executable], flow["course"], flow["batch"]), flow["env"], timeout=120)
     assert f"{len(LEARNERS)} already graded, grading 0" in again.stdout, again.stdout
 

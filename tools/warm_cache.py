@@ -8,8 +8,8 @@ Warming compiles, in one process with the repository's cache (``TORCHINDUCTOR_CA
 ``.cache/inductor``): the lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's
 compiled training steps, lesson 3's one-graph distillation step) and every graph the grader's
 judge compiles, by grading every reference solution. Grading a reference solution also keeps the
-kernels its sandboxed worker compiled in ``.cache/grader-seed/<exercise>/``: every later grading
-worker of that exercise starts with a private copy of them (never of the cached graphs, which carry
+kernels its sandboxed worker compiled in ``.cache/grader-seed/``: every later grading
+worker starts with a private copy of them (never of the cached graphs, which carry
 source lines), so a learner's correct code compiles warm.  It then writes two shippable forms to ``.cache/warm/``:
 
 * ``compile-cache-<device>-torch<version>.tar.gz``: the inductor cache folder itself (FX graphs,
@@ -157,7 +157,7 @@ def warm() -> tuple[bytes | None, list[str]]:
         )
         done.append(
             f"grader: every check of {exercise} on its reference solution (the judge's graphs here, the "
-            f"worker's kernels in .cache/grader-seed/{exercise})"
+            "worker's kernels in .cache/grader-seed)"
         )
     artifacts = torch.compiler.save_cache_artifacts()
     return (artifacts[0] if artifacts else None), done

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from coursekit.lessons.compile_time.material import (
+    capture_depths,
     capture_scaling,
     cold_starts,
     lesson_shape,
@@ -20,16 +21,11 @@ from coursekit.profile import Profile
 from coursekit.results import doc_header, machine_label
 
 
-def depths_for(profile: Profile) -> list[int]:
-    """The depths whose capture cost is measured."""
-    return [2, 4, 8, 12] if profile.name == "smoke" else [4, 8, 12, 24]
-
-
 def measure_lesson6(profile: Profile) -> dict:
     """Everything lesson 6 measures, as a results document."""
     with tempfile.TemporaryDirectory(prefix="lesson06-") as tmp:
         starts = cold_starts(Path(tmp) / "caches")
-    depths = depths_for(profile)
+    depths = capture_depths(profile)
     capture = capture_scaling(profile, depths)
     hygiene = timed_hygiene(profile)
     shape = lesson_shape(profile)

@@ -40,6 +40,11 @@ def lesson_shape(profile: Profile) -> ViTShape:
     return ViTShape(**lesson("compile_time").sizes_for(profile.name)["vit"])
 
 
+def capture_depths(profile: Profile) -> list[int]:
+    """The depths whose capture cost section 2 measures on ``profile`` (its manifest's ``capture_depths``)."""
+    return list(lesson("compile_time").sizes_for(profile.name)["capture_depths"])
+
+
 def compile_model(model: nn.Module, how: str, backend: object = "inductor") -> nn.Module:
     """``model`` compiled whole (``torch.compile``) or regionally (each block of ``model.blocks`` in place)."""
     if how == "whole":

@@ -1,20 +1,28 @@
-"""Lesson 6's training step at a profile's sizes, for ``coursekit.memory``: its ViT (at least 8 blocks), AdamW."""
+"""Lesson 6's steps at a profile's sizes, for ``coursekit.memory``: its ViT's training step (AdamW), and the forward
+and backward that section 2's capture runs on the deepest ViT it measures (no optimizer)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch.nn.functional as F
 
-from coursekit.lessons.compile_time.material import lesson_shape
+from coursekit.lessons.compile_time.material import capture_depths, lesson_shape
 from coursekit.memory import Case
 from coursekit.models import image_batch, make_vit
 from coursekit.profile import Profile
 
 
-def _step(profile: Profile):
+def _step(profile: Profile, depth: int | None = None):
     images, labels = image_batch(profile, seed=0)
-    model = make_vit(profile, lesson_shape(profile)).train()
+    shape = lesson_shape(profile)
+    model = make_vit(profile, replace(shape, depth=depth or shape.depth)).train()
     return model, (images,), lambda logits: F.cross_entropy(logits, labels)
 
 
 def cases(profile: Profile) -> list[Case]:
-    return [Case("training step (ViT, image_batch images)", _step)]
+    deepest = max(capture_depths(profile))
+    return [
+        Case("training step (ViT, image_batch images)", _step),
+        Case(f"capture's forward and backward ({deepest} blocks)", lambda p: _step(p, deepest), optimizer_slots=0),
+    ]
