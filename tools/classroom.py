@@ -589,15 +589,34 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
             nbgrader(course, "autograde", assignment, *extra, env=env)
             continue
 
-        def grade_one(student: str, assignment: str = assignment, extra: list[str] = extra) -> None:
-            nbgrader(course, "autograde", assignment, f"--student={student}", *extra, env=env)
+        selections = [share_options(share, students) for share in shares(students, jobs)]
+
+        def grade_share(selection: list[str], assignment: str = assignment, extra: list[str] = extra) -> None:
+            nbgrader(course, "autograde", assignment, *extra, *selection, env=env)
 
         with _gradebook(course):  # the course's row, made once: parallel nbgrader processes would race to insert it
             pass
         with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(grade_one, students))
+            list(pool.map(grade_share, selections))
     graded = which or assignments(course)
     print("\n".join(["points in the gradebook:", *autograde_summary(course, graded)]), flush=True)
+
+
+def shares(students: list[str], jobs: int) -> list[list[str]]:
+    """``students`` dealt round-robin to ``jobs`` nbgrader processes, each grading its share one after another: a
+    process pays for starting Python, torch and the grader's fork server once (about 15 s of CPU on 2 cores), not once
+    per learner. With a comma in a student id (nbgrader's list separator), one process per student, as before."""
+    if any("," in s for s in students):
+        return [[s] for s in students]
+    return [share for share in (students[i::jobs] for i in range(jobs)) if share]
+
+
+def share_options(share: list[str], students: list[str]) -> list[str]:
+    """nbgrader's options that select ``share`` of the submitted ``students``."""
+    if len(share) == 1:
+        return [f"--student={share[0]}"]
+    others = sorted(set(students) - set(share))
+    return [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
 
 
 def autograde_summary(course: Path, graded: list[str]) -> list[str]:
