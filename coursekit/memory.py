@@ -102,15 +102,19 @@ def fits(need: float, profile: Profile) -> str:
     return f"memory: this lesson needs about {need:g} GiB; {free / GIB:.1f} of {total / GIB:.1f} GiB free -> {verdict}"
 
 
-def lesson_shortfall(key: int | str, profile: Profile) -> str | None:
-    """Why lesson ``key``'s largest step would not fit on this GPU now, or ``None`` (it fits, or no GPU)."""
-    from coursekit.lessons import lesson
-
-    need = lesson(key).full_memory_gib
+def shortfall(need: float, profile: Profile) -> str | None:
+    """Why a step that needs ``need`` GiB would not fit on this GPU now, or ``None`` (it fits, or no GPU)."""
     if profile.device_class != "cuda" or not need:
         return None
     free = torch.cuda.mem_get_info(torch.device(profile.device))[0] / GIB
     return None if free >= need else f"needs about {need:g} GiB of GPU memory, {free:.1f} GiB free here"
+
+
+def lesson_shortfall(key: int | str, profile: Profile) -> str | None:
+    """Why lesson ``key``'s largest step would not fit on this GPU now, or ``None`` (it fits, or no GPU)."""
+    from coursekit.lessons import lesson
+
+    return shortfall(lesson(key).full_memory_gib, profile)
 
 
 def lesson_fits(key: int | str, profile: Profile) -> str:

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from coursekit.lessons.compile_time.material import (
-    capture_depths,
+    capture_plan,
     capture_scaling,
     cold_starts,
     lesson_shape,
@@ -25,7 +25,7 @@ def measure_lesson6(profile: Profile) -> dict:
     """Everything lesson 6 measures, as a results document."""
     with tempfile.TemporaryDirectory(prefix="lesson06-") as tmp:
         starts = cold_starts(Path(tmp) / "caches")
-    depths = capture_depths(profile)
+    depths, skipped = capture_plan(profile)
     capture = capture_scaling(profile, depths)
     hygiene = timed_hygiene(profile)
     shape = lesson_shape(profile)
@@ -33,7 +33,7 @@ def measure_lesson6(profile: Profile) -> dict:
         **doc_header(profile, "lesson06"),
         "model": {"depth": shape.depth, "dim": shape.dim, "heads": shape.heads},
         "cold_starts": {name: asdict(run) for name, run in starts.items()},
-        "capture": {"backend": "aot_eager", "depths": depths, **capture},
+        "capture": {"backend": "aot_eager", "depths": depths, "skipped": skipped, **capture},
         "recompile": {kind: asdict(run) for kind, run in hygiene.items()},
     }
 
@@ -65,6 +65,8 @@ def markdown_table(doc: dict) -> str:
     ]
     for d, w, r in zip(c["depths"], c["whole"], c["regional"]):
         lines.append(f"| {d} | {w:.2f} | {r:.2f} | {w / r:.1f}x |")
+    for d, why in c.get("skipped", {}).items():
+        lines.append(f"| {d} | skipped: {why} | | |")
     lines += [
         "",
         "**Compiled AdamW + LambdaLR step** (Inductor, caches off): graphs after each step, seconds per step:",

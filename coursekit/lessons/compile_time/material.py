@@ -45,6 +45,24 @@ def capture_depths(profile: Profile) -> list[int]:
     return list(lesson("compile_time").sizes_for(profile.name)["capture_depths"])
 
 
+def capture_plan(profile: Profile) -> tuple[list[int], dict[int, str]]:
+    """``capture_depths`` that fit this device, and why each other one is left out: on a GPU, a depth whose
+    forward and backward (estimated on the meta device, with headroom) needs more memory than is free now."""
+    if profile.device_class != "cuda":
+        return capture_depths(profile), {}
+    from coursekit.lessons.compile_time.sizes import capture_case
+    from coursekit.memory import estimate, need_gib, shortfall
+
+    fit, skipped = [], {}
+    for depth in capture_depths(profile):
+        why = shortfall(need_gib([estimate(capture_case(depth), profile)]), profile)
+        if why:
+            skipped[depth] = why
+        else:
+            fit.append(depth)
+    return fit, skipped
+
+
 def compile_model(model: nn.Module, how: str, backend: object = "inductor") -> nn.Module:
     """``model`` compiled whole (``torch.compile``) or regionally (each block of ``model.blocks`` in place)."""
     if how == "whole":
@@ -172,6 +190,8 @@ def capture_scaling(
     profile: Profile, depths: list[int], trials: int = 2, backend: str = "aot_eager"
 ) -> dict[str, list[float]]:
     """Median capture seconds per depth, whole model and regional (after one untimed warm-up capture)."""
+    if not depths:  # every depth was too large for this GPU's free memory
+        return {how: [] for how in HOWS}
     capture_seconds(profile, "whole", depths[0], backend)  # imports and first-use costs: not a trial
     return {
         how: [statistics.median(capture_seconds(profile, how, d, backend, t) for t in range(trials)) for d in depths]

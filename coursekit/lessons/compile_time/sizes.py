@@ -20,9 +20,10 @@ def _step(profile: Profile, depth: int | None = None):
     return model, (images,), lambda logits: F.cross_entropy(logits, labels)
 
 
+def capture_case(depth: int) -> Case:
+    """The forward and backward section 2's capture runs on the lesson's ViT at ``depth`` blocks."""
+    return Case(f"capture's forward and backward ({depth} blocks)", lambda p: _step(p, depth), optimizer_slots=0)
+
+
 def cases(profile: Profile) -> list[Case]:
-    deepest = max(capture_depths(profile))
-    return [
-        Case("training step (ViT, image_batch images)", _step),
-        Case(f"capture's forward and backward ({deepest} blocks)", lambda p: _step(p, deepest), optimizer_slots=0),
-    ]
+    return [Case("training step (ViT, image_batch images)", _step), capture_case(max(capture_depths(profile)))]

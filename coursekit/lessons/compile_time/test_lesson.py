@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -10,7 +11,8 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 from coursekit.lessons.compile_time.bench import markdown_table
 from coursekit.lessons.compile_time.givens import make_batch, make_model, warmup_cosine
-from coursekit.lessons.compile_time.material import COLD_STARTS, compile_model, lr_hygiene
+from coursekit.lessons.compile_time.material import COLD_STARTS, capture_depths, capture_plan, compile_model, lr_hygiene
+from coursekit.memory import GIB
 from coursekit.profile import get_profile
 
 
@@ -78,3 +80,29 @@ def test_bench_markdown_names_the_device_and_every_measurement() -> None:
     assert "Test CPU" in text and "smoke" in text and torch.__version__ in text
     assert all(name in text for name in COLD_STARTS) and "| 4 | 2.00 | 0.50 | 4.0x |" in text
     assert "| float | [1, 2] | 8, 7 | 15.0 |" in text
+
+
+def test_capture_plan_skips_on_a_gpu_the_depths_that_do_not_fit_its_free_memory(monkeypatch) -> None:
+    cpu = get_profile("full", device="cpu")
+    assert capture_plan(cpu) == (capture_depths(cpu), {})  # the CPU has no memory limit to check
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (int(20 * GIB), int(24 * GIB)))
+    depths, skipped = capture_plan(replace(cpu, device="cuda"))
+    assert depths == [4, 8, 12] and list(skipped) == [24]  # 24 blocks need about 23 GiB with headroom
+    assert "20.0 GiB free" in skipped[24]
+
+
+def test_bench_markdown_lists_a_skipped_depth_with_its_reason() -> None:
+    run = {"first_step_s": 1.0, "second_step_s": 0.1, "fx_graph_hits": 0, "fx_graph_misses": 1, "aot_hits": 0}
+    doc = {
+        "device": "cuda",
+        "device_name": "Test GPU",
+        "torch": torch.__version__,
+        "created": "now",
+        "host": {"processor": "Test CPU", "cpu_count": 2},
+        "profile": {"name": "full"},
+        "model": {"depth": 24, "dim": 768, "heads": 12},
+        "cold_starts": {name: run for name in COLD_STARTS},
+        "capture": {"backend": "aot_eager", "depths": [4], "whole": [1.0], "regional": [0.5], "skipped": {"24": "why"}},
+        "recompile": {"float": {"graphs": [1], "step_s": [1.0]}, "tensor": {"graphs": [1], "step_s": [1.0]}},
+    }
+    assert "| 24 | skipped: why | | |" in markdown_table(doc)
