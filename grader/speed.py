@@ -12,8 +12,10 @@ per-trial ratios:
   the answer, which the worker sends after synchronising its device; the answer carries the last output,
   which the judge checks against its own reference for that very input, and every call's fingerprint
   (``grader.probing.fingerprint``), of which the judge recomputes calls it picks only after the answer
-  arrived, so a sample whose calls were skipped shows. The round trip (well under a millisecond) counts
-  against the learner, never for.
+  arrived, so a sample whose calls were skipped shows. A candidate that keeps state (a training step, whose
+  loss depends on every step before it) is timed in lockstep: the baseline trains on every schedule the
+  candidate gets, in the same order, and every call's fingerprint must match. The round trip (well under a
+  millisecond) counts against the learner, never for.
 * **The baseline with the learner frozen.** While the judge times its baseline, every learner process is
   stopped (``SIGSTOP``; ``grader.containment``), so no thread, hook or child process of the learner's can
   slow it down. On CUDA the judge then waits until the GPU is idle before its clock starts: kernels a
@@ -155,6 +157,26 @@ def check_fingerprints(
             )
 
 
+def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
+    """A stateful candidate's per-call fingerprints (``[calls, 2]``) against the lockstep baseline's for the same
+    calls: every row must match, since each call's result depends on every call before it."""
+    if tuple(prints.shape) != tuple(expected.shape):
+        raise AssertionError(
+            f"the timed calls' record has shape {tuple(prints.shape)}, not {tuple(expected.shape)}: every call of a "
+            "timed sample leaves one, unless code rewrote the grader's timing"
+        )
+    close = torch.isclose(prints.double(), expected.double().cpu(), rtol=FINGERPRINT_RTOL, atol=1e-6).all(dim=1)
+    if not bool(close.all()):
+        j = int((~close).nonzero()[0])
+        raise AssertionError(
+            f"call {j + 1} of {len(prints)} in a timed sample did not compute what it should during timing (L1 "
+            f"norms of its output and gradients {prints[j].double().tolist()} against "
+            f"{expected[j].double().tolist()} from the grader's step, which trains on the same inputs in the same "
+            "order): a step that computes another loss or trains other weights differs here (the correctness "
+            "checks say where), and so does code that skips or changes steps while it is timed"
+        )
+
+
 def _time_remote(learner, handle: str, schedule: list[tuple[int, float]]) -> tuple[float, Answer]:
     start = time.perf_counter()
     answer = learner.ask(
@@ -181,6 +203,7 @@ def compare(
     required: float | None = None,
     spot_checks: int = SPOT_CHECKS,
     params: tuple = (),
+    lockstep: bool = False,
 ) -> Comparison:
     """Interleave ``baseline`` (here) and the learner's staged ``handle`` (in the worker); see the module
     docstring. ``make_args(i)`` gives input set ``i`` (CPU tensors); ``grads`` marks inputs that need grad;
@@ -189,8 +212,12 @@ def compare(
     leave the fingerprints the baseline leaves for the same input (0 where the baseline keeps state a correct
     candidate does not share, a training step's). ``params``, the baseline's tensors whose gradients each call
     computes (its model's parameters), join its fingerprints, as the candidate's staged ``params`` join its own:
-    then a call that skips its backward shows. With ``required``, trials are added (up to four times
-    ``trials``, one at a time) while the median's 95% confidence interval contains it."""
+    then a call that skips its backward shows. With ``lockstep`` (a candidate that keeps state, a training step's
+    weights), the baseline runs every schedule the candidate runs, in the same order, with as many calls a sample,
+    and every call's fingerprint must match the baseline's (``spot_checks`` is unused): each step's loss depends
+    on every step before it, so a skipped or changed step shows from the next call on. With ``required``, trials
+    are added (up to four times ``trials``, one at a time) while the median's 95% confidence interval contains
+    it."""
     arg_sets = [tuple(make_args(i)) for i in range(sets)]
     arity = len(arg_sets[0])
     learner.ask(
@@ -211,12 +238,18 @@ def compare(
     def want(entry: tuple[int, float]) -> torch.Tensor:
         return run_schedule(baseline, local, [entry], grads, params)[1][0]
 
-    def check(answer: Answer, sched: list[tuple[int, float]]) -> None:
+    def check(answer: Answer, sched: list[tuple[int, float]], local_prints: torch.Tensor) -> None:
         if verify is not None:
             index, scale = sched[-1]
             verify(answer.tensor("out"), run_args(arg_sets[index], scale))
+        if lockstep:
+            check_lockstep(answer.tensor("prints"), local_prints)
+            return
         picks = picker.sample(range(len(sched)), min(spot_checks, len(sched)))
         check_fingerprints(answer.tensor("prints"), sched, want, picks)
+
+    def prints_of(timed: tuple[float, Any]) -> torch.Tensor:
+        return timed[1][1]  # (seconds, (last output, fingerprints))
 
     def run_args(args: tuple, scale: float) -> tuple:
         return tuple(a * scale if a.is_floating_point() else a for a in args)
@@ -226,17 +259,22 @@ def compare(
     torch.compiler.reset()
     pinned = contextlib.ExitStack()
     try:
-        check(_time_remote(learner, handle, coverage)[1], coverage)  # compiles happen here, on both sides, untimed
-        _time_local(baseline, local, coverage, grads, device, params)
+        answer = _time_remote(learner, handle, coverage)[1]  # compiles happen here, on both sides, untimed
+        check(answer, coverage, prints_of(_time_local(baseline, local, coverage, grads, device, params)))
         pinned.enter_context(same_cores(learner, threads))
         for _ in range(max(1, warmup)):
             _, answer = _time_remote(learner, handle, sched := schedule(1))
-            check(answer, sched)
-            _time_local(baseline, local, schedule(1), grads, device, params)
-        once_b = max(_time_local(baseline, local, schedule(1), grads, device, params)[0], 1e-7)
-        once_c = max(_time_remote(learner, handle, schedule(1))[0], 1e-7)
-        calls_b = max(1, min(MAX_CALLS, int(min_sample_s / once_b) + 1))
-        calls_c = max(1, min(MAX_CALLS, int(min_sample_s / once_c) + 1))
+            mine = prints_of(_time_local(baseline, local, sched if lockstep else schedule(1), grads, device, params))
+            check(answer, sched, mine)
+        first = schedule(1)
+        once_b, mine = _time_local(baseline, local, first, grads, device, params)
+        once_c, answer = _time_remote(learner, handle, first if lockstep else schedule(1))
+        if lockstep:
+            check(answer, first, mine[1])
+        calls_b = max(1, min(MAX_CALLS, int(min_sample_s / max(once_b, 1e-7)) + 1))
+        calls_c = max(1, min(MAX_CALLS, int(min_sample_s / max(once_c, 1e-7)) + 1))
+        if lockstep:  # the same calls on both sides: as many as the slower side's sample needs
+            calls_b = calls_c = max(calls_b, calls_c)
         times_b: list[float] = []
         times_c: list[float] = []
         frozen = 0
@@ -251,17 +289,18 @@ def compare(
             return low < required <= high
 
         while undecided():
-            sched_b, sched_c = schedule(calls_b), schedule(calls_c)
+            sched_b = schedule(calls_b)
+            sched_c = sched_b if lockstep else schedule(calls_c)
             for side in (0, 1) if trial % 2 == 0 else (1, 0):
                 if side == 0:
                     with learner.frozen() as frozen:
                         wait_for_idle_gpu(device)
-                        seconds, _ = _time_local(baseline, local, sched_b, grads, device, params)
+                        seconds, (_, mine) = _time_local(baseline, local, sched_b, grads, device, params)
                     times_b.append(seconds / calls_b)
                 else:
                     seconds, answer = _time_remote(learner, handle, sched_c)
                     times_c.append(seconds / calls_c)
-                    check(answer, sched_c)
+            check(answer, sched_c, mine)
             trial += 1
     finally:
         pinned.close()
@@ -295,6 +334,7 @@ def compare_checked(
     verify: Callable[[torch.Tensor, tuple], None] | None = None,
     spot_checks: int = SPOT_CHECKS,
     params: tuple = (),
+    lockstep: bool = False,
 ) -> tuple[Comparison, float]:
     """:func:`compare` as a speed check runs it: the profile's trials, warm-up (at least 2), sample length and
     threads, a schedule seeded from the secret seed, and ``check_id``'s threshold; returns it with the result."""
@@ -316,6 +356,7 @@ def compare_checked(
         required=required,
         spot_checks=spot_checks,
         params=params,
+        lockstep=lockstep,
     )
     return result, required
 

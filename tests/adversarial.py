@@ -93,6 +93,29 @@ PATCHED = setattr(_probes, "stage_timed", _skip_backward_while_timed)
 """
 
 
+# exercise 3 (tests/test_integrity.py): the timed training step runs on every other call only; the calls between
+# return the last loss again (finite, and a loss of this very model: the check before session 18 accepted it)
+SKIP_TRAINING_STEPS = """import grader.exercises.ex03.probes as _probes
+
+_ORIGINAL_STAGE = _probes.stage_timed
+
+
+def _every_other_step(call, handle, step, *args, **kwargs):
+    calls, last = [0], [None]
+
+    def half_the_work(images, labels):
+        calls[0] += 1
+        if last[0] is None or calls[0] % 2:
+            last[0] = step(images, labels)
+        return last[0]
+
+    return _ORIGINAL_STAGE(call, handle, half_the_work, *args, **kwargs)
+
+
+PATCHED = setattr(_probes, "stage_timed", _every_other_step)
+"""
+
+
 FRAME_WALK = '''
 import sys
 

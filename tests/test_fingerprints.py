@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grader.probing import run_schedule
-from grader.speed import check_fingerprints
+from grader.speed import check_fingerprints, check_lockstep
 
 STAGED = [(torch.randn(4, 3, generator=torch.Generator().manual_seed(i)),) for i in range(3)]
 SCHEDULE = [(0, 0.8), (2, 1.1), (1, 1.25), (0, 1.0)]
@@ -73,3 +73,41 @@ def test_a_skipped_backward_shows_in_the_parameters_gradients() -> None:
     assert torch.equal(skipped[:, 0], honest[:, 0])  # the outputs alone cannot tell
     with pytest.raises(AssertionError, match="call 1 of 4 .* did not compute what it should"):
         check_fingerprints(skipped, SCHEDULE, want_model, picks=[0])
+
+
+def _trainer() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    return model, torch.optim.AdamW(model.parameters(), lr=0.05)
+
+
+def _stepper(model: torch.nn.Module, optimizer: torch.optim.Optimizer, skip: set[int] = frozenset()):
+    """A training step (exercise 3's kind of timed call): its loss depends on every step before it. Calls whose
+    number is in ``skip`` return the last loss again instead of training."""
+    calls, last = [0], [None]
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        if last[0] is not None and calls[0] in skip:
+            return last[0]
+        optimizer.zero_grad()
+        loss = (model(x) - 1).square().mean()
+        loss.backward()
+        optimizer.step()
+        last[0] = loss.detach()
+        return last[0]
+
+    return step
+
+
+def test_a_training_step_in_lockstep_passes_and_a_skipped_step_shows_on_the_next_call() -> None:
+    baseline = _stepper(*_trainer())
+    _, expected = run_schedule(baseline, STAGED, SCHEDULE * 2, (False,))
+    _, honest = run_schedule(_stepper(*_trainer()), STAGED, SCHEDULE * 2, (False,))
+    check_lockstep(honest, expected)
+    _, skipping = run_schedule(_stepper(*_trainer(), skip={4}), STAGED, SCHEDULE * 2, (False,))
+    assert torch.equal(skipping[:3], expected[:3])  # the same until the skipped call
+    with pytest.raises(AssertionError, match="call 4 of 8 .* did not compute what it should .* same order"):
+        check_lockstep(skipping, expected)
+    with pytest.raises(AssertionError, match=r"record has shape \(1, 2\), not \(8, 2\)"):
+        check_lockstep(expected[-1:], expected)

@@ -17,7 +17,7 @@ import pytest
 from coursekit.profile import get_profile
 from grader.runner import grade_notebook
 from grader.scan import scan_cells
-from tests.adversarial import CHEATS, NAIVE, SKIP_BACKWARD
+from tests.adversarial import CHEATS, NAIVE, SKIP_BACKWARD, SKIP_TRAINING_STEPS
 from tests.submissions import EXERCISE_01, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
@@ -194,5 +194,19 @@ def test_a_timed_call_that_skips_its_backward_fails_the_speed_check(tmp_path: Pa
     solution = EXERCISES["ex02"][0]
     notebook = variant(solution, tmp_path / solution.name, {}, append=(SKIP_BACKWARD,))
     grade = grade_notebook(notebook, "ex02", get_profile(), 7, check_ids=["ex02.scorer.speed"], progress=False)
+    result = grade.results[0]
+    assert not result.passed and "did not compute what it should" in result.message, result.message
+
+
+def test_a_timed_training_step_run_on_every_other_call_fails_the_speed_check(tmp_path: Path) -> None:
+    """Exercise 3 times a training step, whose loss depends on every step before it. A learner who rewrites the
+    timing probe to run the step on every other call only and return the last loss between (red team, session 18:
+    it scored about twice the honest speedup) is caught: the judge's baseline trains in lockstep, on the same
+    inputs in the same order, and every call's loss must match its own."""
+    from tests.submissions import EXERCISES
+
+    solution = EXERCISES["ex03"][0]
+    notebook = variant(solution, tmp_path / solution.name, {}, append=(SKIP_TRAINING_STEPS,))
+    grade = grade_notebook(notebook, "ex03", get_profile(), 7, check_ids=["ex03.step.speed"], progress=False)
     result = grade.results[0]
     assert not result.passed and "did not compute what it should" in result.message, result.message

@@ -30,7 +30,8 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
     ),
     "KL averaged over the classes too (reduction='mean')": (
         {'            reduction="batchmean",': '            reduction="mean",'},
-        {"ex03.loss.values", "ex03.loss.temperature", "ex03.loss.bf16", "ex03.step.training"},
+        # the timed step trains in lockstep with the grader's, so a step that computes another loss fails its speed
+        {"ex03.loss.values", "ex03.loss.temperature", "ex03.loss.bf16", "ex03.step.training", "ex03.step.speed"},
     ),
     "extract_student returns an untrained copy": (
         {
