@@ -170,6 +170,11 @@ def learner_call(fn: Callable, args: tuple, what: str, hint: str = "") -> Any:
         ) from None
 
 
+def linear_calls(graph: torch.fx.GraphModule) -> int:
+    """How many linear layers a Dynamo graph calls (a graph a counting backend kept): a token compile has none."""
+    return sum(1 for n in graph.graph.nodes if n.op == "call_function" and "linear" in str(n.target))
+
+
 def run(name: str, call: Call) -> Reply:
     """Run probe ``name`` on ``call`` (a ``KeyError`` for an unknown probe)."""
     reply = PROBES[name](call)

@@ -116,6 +116,41 @@ PATCHED = setattr(_probes, "stage_timed", _every_other_step)
 """
 
 
+# exercise 4 (tests/test_integrity.py): the timed cold stream runs only some of its batches (the three the judge
+# named in its request until session 18, else every fifth) and answers the others with a copied output
+SKIP_STREAM_BATCHES = """import grader.exercises.ex04.probes as _probes
+
+_RUN_ALL = _probes.run_batches
+
+
+def _some_batches(call, fn, names):
+    if call.arg("backend") is None:  # not the timed stream: run everything
+        return _RUN_ALL(call, fn, names)
+    keep = call.arg("keep") or names[::5]
+    outs = _RUN_ALL(call, fn, [n for n in names if n in keep])
+    first = next(iter(outs.values()))
+    return {f"{n}.out": outs.get(f"{n}.out", first) for n in names}
+
+
+PATCHED = setattr(_probes, "run_batches", _some_batches)
+"""
+
+
+# exercise 4 (tests/test_integrity.py): plain learner code: compile_tagger hands back the model uncompiled, whose
+# eager stream pays no compile at all
+EAGER_STREAM = {"    return torch.compile(model, backend=backend, dynamic=False)\n": "    return model\n"}
+
+# exercise 6 (tests/test_integrity.py): plain learner code, no probe rewritten: compile_blocks hands the counting
+# backend a token function, so a frame is counted, and leaves every block eager (a capture in no time)
+TOKEN_COMPILE = {
+    "    for module in model.modules():\n": (
+        "    torch.compile(lambda x: x + 1, backend=backend)(torch.ones(1))  # a frame for the counter\n"
+        "    return model\n"
+        "    for module in model.modules():\n"
+    )
+}
+
+
 FRAME_WALK = '''
 import sys
 

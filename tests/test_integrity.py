@@ -17,7 +17,15 @@ import pytest
 from coursekit.profile import get_profile
 from grader.runner import grade_notebook
 from grader.scan import scan_cells
-from tests.adversarial import CHEATS, NAIVE, SKIP_BACKWARD, SKIP_TRAINING_STEPS
+from tests.adversarial import (
+    CHEATS,
+    EAGER_STREAM,
+    NAIVE,
+    SKIP_BACKWARD,
+    SKIP_STREAM_BATCHES,
+    SKIP_TRAINING_STEPS,
+    TOKEN_COMPILE,
+)
 from tests.submissions import EXERCISE_01, ROOT, SOLUTION_01, variant
 
 pytestmark = pytest.mark.slow
@@ -210,3 +218,42 @@ def test_a_timed_training_step_run_on_every_other_call_fails_the_speed_check(tmp
     grade = grade_notebook(notebook, "ex03", get_profile(), 7, check_ids=["ex03.step.speed"], progress=False)
     result = grade.results[0]
     assert not result.passed and "did not compute what it should" in result.message, result.message
+
+
+def test_a_timed_stream_that_skips_batches_fails_the_speed_check(tmp_path: Path) -> None:
+    """Exercise 4 times a cold stream of 16 batches. Until session 18 the judge named, in its request, the three
+    whose outputs it would check, and a rewritten probe that ran only those scored 3.06x against the reference's
+    1.98x; now every batch's output comes back and the judge picks which to check after the answer arrived."""
+    from tests.submissions import EXERCISES
+
+    solution = EXERCISES["ex04"][0]
+    notebook = variant(solution, tmp_path / solution.name, {}, append=(SKIP_STREAM_BATCHES,))
+    grade = grade_notebook(notebook, "ex04", get_profile(), 7, check_ids=["ex04.stream.speed"], progress=False)
+    result = grade.results[0]
+    assert not result.passed and "during timing" in result.message, result.message
+
+
+def test_a_token_compile_with_every_block_eager_fails_the_compile_time_check(tmp_path: Path) -> None:
+    """Exercise 6 times a cold regional capture. compile_blocks that compiles a token function for the counting
+    backend and leaves the model eager had passed the check's only test of the capture, a frame counted, and
+    measured 30.9x (flagged for review only above 17.2x); now a timed capture's graphs must hold a whole block."""
+    from tests.submissions import EXERCISES
+
+    solution = EXERCISES["ex06"][0]
+    notebook = variant(solution, tmp_path / solution.name, TOKEN_COMPILE)
+    grade = grade_notebook(notebook, "ex06", get_profile(), 7, check_ids=["ex06.regional.compile_time"], progress=False)
+    result = grade.results[0]
+    assert not result.passed and "compiled no whole block" in result.message, result.message
+
+
+def test_an_eager_stream_fails_the_stream_speed_check(tmp_path: Path) -> None:
+    """Exercise 4's timed stream must be compiled: compile_tagger that returns the model unchanged pays no compile
+    and had measured 29.4x (2 points) against the grader's statically compiled stream; now the graphs its backend
+    received must hold the tagger."""
+    from tests.submissions import EXERCISES
+
+    solution = EXERCISES["ex04"][0]
+    notebook = variant(solution, tmp_path / solution.name, EAGER_STREAM)
+    grade = grade_notebook(notebook, "ex04", get_profile(), 7, check_ids=["ex04.stream.speed"], progress=False)
+    result = grade.results[0]
+    assert not result.passed and "compiled no whole tagger" in result.message, result.message

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from coursekit.lessons.dynamic_shapes.givens import MAX_LEN, NaiveTagger
-from grader.probing import Call, Failure, Reply, learner_call, plain, probe
+from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe
 
 
 @probe("ex04.buckets")
@@ -108,12 +108,16 @@ def counted(call: Call) -> Reply:
 @probe("ex04.cold_stream")
 def cold_stream(call: Call) -> Reply:
     """A cold stream, timed by the judge: compile_tagger on a fresh compile state, then every batch in order.
-    The outputs of three batches come back for checking."""
+    Every batch's output comes back: the judge checks batches it picks after the answer arrived. The backend
+    counts what it compiles: the linear layers in its graphs (none where the model ran eagerly)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
     model = tagger(call)
     torch.compiler.reset()
+    counter = CompileCounterWithBackend(call.arg("backend"))
     compile_tagger = call.get("compile_tagger")
-    compiled = learner_call(lambda: compile_tagger(model, backend=call.arg("backend")), (), "compile_tagger")
+    compiled = learner_call(lambda: compile_tagger(model, backend=counter), (), "compile_tagger")
     outs = run_batches(call, compiled, list(call.arg("rows")))
     if torch.device(call.device).type == "cuda":
         torch.cuda.synchronize()
-    return Reply(tensors={k: v for k, v in outs.items() if k.split(".")[0] in call.arg("keep")})
+    return Reply({"linears": sum(linear_calls(g) for g in counter.graphs)}, outs)

@@ -11,6 +11,7 @@ import torch
 from coursekit.lessons.compile_time.givens import DEPTH, loss_fn, make_batch, make_model
 from grader.exercises.ex06.probes import REGIONAL_HINT, counter
 from grader.exercises.ex06.public import (
+    LINEARS_PER_BLOCK,
     expect_no_recompile,
     expect_one_graph_per_kind,
     expect_regional_values,
@@ -81,6 +82,12 @@ def regional_compile_time(learner, ctx) -> Measured:
             seconds, got = time_once(learner, "ex06.cold_capture", {"seed": trial})
             if got.value("frames", int) == 0:
                 raise AssertionError("compile_blocks compiled nothing with the backend it was given. " + REGIONAL_HINT)
+            sizes = got.ints("linears")
+            if max(sizes, default=0) < LINEARS_PER_BLOCK:  # a token compile while the blocks run eagerly
+                raise AssertionError(
+                    f"the timed capture compiled no whole block: its graphs hold {sizes} linear layers, a block "
+                    f"{LINEARS_PER_BLOCK}, so its time is not a regional compile's. " + REGIONAL_HINT
+                )
             assert_close(
                 got.tensor("loss"),
                 want,

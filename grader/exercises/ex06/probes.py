@@ -26,7 +26,7 @@ from coursekit.lessons.compile_time.givens import (
     make_model,
     make_scheduler,
 )
-from grader.probing import Call, Failure, Reply, learner_call, plain, probe
+from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe
 
 STEP_DEPTH = 2  # the training-loop checks use a shallow model: compiling AdamW's step costs time per parameter
 REGIONAL_HINT = (
@@ -51,11 +51,6 @@ def counter(backend: str = "aot_eager"):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     return CompileCounterWithBackend(backend)
-
-
-def linears(graph: torch.fx.GraphModule) -> int:
-    """How many linear layers a Dynamo graph calls."""
-    return sum(1 for n in graph.graph.nodes if n.op == "call_function" and "linear" in str(n.target))
 
 
 def build(spec: dict, seed: int, device: str) -> tuple[nn.Module, tuple[type, ...]]:
@@ -116,7 +111,7 @@ def regional_graphs(call: Call) -> Reply:
             "kinds": len({type(m) for m in model.modules() if isinstance(m, (MixerBlock, Block))}),
             "frames_first": frames_first,
             "frames_second": count.frame_count,
-            "linears": [linears(g) for g in count.graphs],
+            "linears": [linear_calls(g) for g in count.graphs],
         },
         {"losses": torch.stack([first, second])},
     )
@@ -227,4 +222,7 @@ def cold_capture(call: Call) -> Reply:
     loss.backward()
     if torch.device(call.device).type == "cuda":
         torch.cuda.synchronize()
-    return Reply({"frames": count.frame_count}, {"loss": plain(loss, "the loss")})
+    return Reply(
+        {"frames": count.frame_count, "linears": [linear_calls(g) for g in count.graphs]},
+        {"loss": plain(loss, "the loss")},
+    )
