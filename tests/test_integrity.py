@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from coursekit.profile import get_profile
+from grader.results import CheckResult
 from grader.runner import grade_notebook
 from grader.scan import scan_cells
 from tests.adversarial import (
@@ -193,30 +194,31 @@ def test_the_naive_loss_fails_the_speed_checks(tmp_path: Path) -> None:
     assert not grade.results[0].passed and 0.5 < grade.results[0].measured < 2.0, grade.results[0].message
 
 
+def _graded_alone(
+    tmp_path: Path, exercise: str, check_id: str, edits: dict | None = None, append: tuple = ()
+) -> CheckResult:
+    """Check ``check_id`` of ``exercise``'s reference solution with ``edits`` made and ``append`` cells added."""
+    from tests.submissions import EXERCISES
+
+    solution = EXERCISES[exercise][0]
+    notebook = variant(solution, tmp_path / solution.name, edits or {}, append=append)
+    return grade_notebook(notebook, exercise, get_profile(), 7, check_ids=[check_id], progress=False).results[0]
+
+
 def test_a_timed_call_that_skips_its_backward_fails_the_speed_check(tmp_path: Path) -> None:
     """Exercise 2 times a forward and backward whose gradients land in the model's parameters. A learner who
     rewrites the timing probe to skip the backward returns the right outputs (the red team's 2.32x against an honest
     1.6x, session 16); the parameters' gradients in every call's fingerprint catch it, whatever the timing."""
-    from tests.submissions import EXERCISES
-
-    solution = EXERCISES["ex02"][0]
-    notebook = variant(solution, tmp_path / solution.name, {}, append=(SKIP_BACKWARD,))
-    grade = grade_notebook(notebook, "ex02", get_profile(), 7, check_ids=["ex02.scorer.speed"], progress=False)
-    result = grade.results[0]
+    result = _graded_alone(tmp_path, "ex02", "ex02.scorer.speed", append=(SKIP_BACKWARD,))
     assert not result.passed and "did not compute what it should" in result.message, result.message
 
 
 def test_a_timed_training_step_run_on_every_other_call_fails_the_speed_check(tmp_path: Path) -> None:
     """Exercise 3 times a training step, whose loss depends on every step before it. A learner who rewrites the
     timing probe to run the step on every other call only and return the last loss between (red team, session 18:
-    it scored about twice the honest speedup) is caught: the judge's baseline trains in lockstep, on the same
+    2.51x against the reference's 1.2-1.3x) is caught: the judge's baseline trains in lockstep, on the same
     inputs in the same order, and every call's loss must match its own."""
-    from tests.submissions import EXERCISES
-
-    solution = EXERCISES["ex03"][0]
-    notebook = variant(solution, tmp_path / solution.name, {}, append=(SKIP_TRAINING_STEPS,))
-    grade = grade_notebook(notebook, "ex03", get_profile(), 7, check_ids=["ex03.step.speed"], progress=False)
-    result = grade.results[0]
+    result = _graded_alone(tmp_path, "ex03", "ex03.step.speed", append=(SKIP_TRAINING_STEPS,))
     assert not result.passed and "did not compute what it should" in result.message, result.message
 
 
@@ -224,12 +226,7 @@ def test_a_timed_stream_that_skips_batches_fails_the_speed_check(tmp_path: Path)
     """Exercise 4 times a cold stream of 16 batches. Until session 18 the judge named, in its request, the three
     whose outputs it would check, and a rewritten probe that ran only those scored 3.06x against the reference's
     1.98x; now every batch's output comes back and the judge picks which to check after the answer arrived."""
-    from tests.submissions import EXERCISES
-
-    solution = EXERCISES["ex04"][0]
-    notebook = variant(solution, tmp_path / solution.name, {}, append=(SKIP_STREAM_BATCHES,))
-    grade = grade_notebook(notebook, "ex04", get_profile(), 7, check_ids=["ex04.stream.speed"], progress=False)
-    result = grade.results[0]
+    result = _graded_alone(tmp_path, "ex04", "ex04.stream.speed", append=(SKIP_STREAM_BATCHES,))
     assert not result.passed and "during timing" in result.message, result.message
 
 
@@ -237,12 +234,7 @@ def test_a_token_compile_with_every_block_eager_fails_the_compile_time_check(tmp
     """Exercise 6 times a cold regional capture. compile_blocks that compiles a token function for the counting
     backend and leaves the model eager had passed the check's only test of the capture, a frame counted, and
     measured 30.9x (flagged for review only above 17.2x); now a timed capture's graphs must hold a whole block."""
-    from tests.submissions import EXERCISES
-
-    solution = EXERCISES["ex06"][0]
-    notebook = variant(solution, tmp_path / solution.name, TOKEN_COMPILE)
-    grade = grade_notebook(notebook, "ex06", get_profile(), 7, check_ids=["ex06.regional.compile_time"], progress=False)
-    result = grade.results[0]
+    result = _graded_alone(tmp_path, "ex06", "ex06.regional.compile_time", edits=TOKEN_COMPILE)
     assert not result.passed and "compiled no whole block" in result.message, result.message
 
 
@@ -250,10 +242,5 @@ def test_an_eager_stream_fails_the_stream_speed_check(tmp_path: Path) -> None:
     """Exercise 4's timed stream must be compiled: compile_tagger that returns the model unchanged pays no compile
     and had measured 29.4x (2 points) against the grader's statically compiled stream; now the graphs its backend
     received must hold the tagger."""
-    from tests.submissions import EXERCISES
-
-    solution = EXERCISES["ex04"][0]
-    notebook = variant(solution, tmp_path / solution.name, EAGER_STREAM)
-    grade = grade_notebook(notebook, "ex04", get_profile(), 7, check_ids=["ex04.stream.speed"], progress=False)
-    result = grade.results[0]
+    result = _graded_alone(tmp_path, "ex04", "ex04.stream.speed", edits=EAGER_STREAM)
     assert not result.passed and "compiled no whole tagger" in result.message, result.message
