@@ -209,15 +209,14 @@ def compare(
     docstring. ``make_args(i)`` gives input set ``i`` (CPU tensors); ``grads`` marks inputs that need grad;
     ``verify(output, args)`` checks the candidate's last output of each trial against the judge's reference
     for the same (transformed) args, and ``spot_checks`` calls of each sample, picked after its answer, must
-    leave the fingerprints the baseline leaves for the same input (0 where the baseline keeps state a correct
-    candidate does not share, a training step's). ``params``, the baseline's tensors whose gradients each call
-    computes (its model's parameters), join its fingerprints, as the candidate's staged ``params`` join its own:
-    then a call that skips its backward shows. With ``lockstep`` (a candidate that keeps state, a training step's
-    weights), the baseline runs every schedule the candidate runs, in the same order, with as many calls a sample,
-    and every call's fingerprint must match the baseline's (``spot_checks`` is unused): each step's loss depends
-    on every step before it, so a skipped or changed step shows from the next call on. With ``required``, trials
-    are added (up to four times ``trials``, one at a time) while the median's 95% confidence interval contains
-    it."""
+    leave the fingerprints the baseline leaves for the same input. ``params``, the baseline's tensors whose
+    gradients each call computes (its model's parameters), join its fingerprints, as the candidate's staged
+    ``params`` join its own: then a call that skips its backward shows. With ``lockstep`` (a candidate that keeps
+    state, a training step's weights), the baseline runs every schedule the candidate runs, in the same order,
+    with as many calls a sample, and every call's fingerprint must match the baseline's (``spot_checks`` is
+    unused): each step's loss depends on every step before it, so a skipped or changed step shows from the next
+    call on. With ``required``, trials are added (up to four times ``trials``, one at a time) while the median's
+    95% confidence interval contains it."""
     arg_sets = [tuple(make_args(i)) for i in range(sets)]
     arity = len(arg_sets[0])
     learner.ask(
@@ -267,10 +266,10 @@ def compare(
             mine = prints_of(_time_local(baseline, local, sched if lockstep else schedule(1), grads, device, params))
             check(answer, sched, mine)
         first = schedule(1)
-        once_b, mine = _time_local(baseline, local, first, grads, device, params)
+        once_b, (_, mine) = _time_local(baseline, local, first, grads, device, params)
         once_c, answer = _time_remote(learner, handle, first if lockstep else schedule(1))
         if lockstep:
-            check(answer, first, mine[1])
+            check(answer, first, mine)
         calls_b = max(1, min(MAX_CALLS, int(min_sample_s / max(once_b, 1e-7)) + 1))
         calls_c = max(1, min(MAX_CALLS, int(min_sample_s / max(once_c, 1e-7)) + 1))
         if lockstep:  # the same calls on both sides: as many as the slower side's sample needs

@@ -59,9 +59,10 @@ def test_warmup_cosine_warms_up_then_decays_to_zero() -> None:
     assert factor(6) == pytest.approx(0.5 * (1 + math.cos(math.pi * 3 / 7)))
 
 
-def test_bench_markdown_names_the_device_and_every_measurement() -> None:
+def bench_doc(**changes: object) -> dict:
+    """A lesson 6 results document as ``measure_lesson6`` writes it (CPU, smoke profile), with ``changes``."""
     run = {"first_step_s": 12.0, "second_step_s": 0.01, "fx_graph_hits": 0, "fx_graph_misses": 2, "aot_hits": 0}
-    doc = {
+    return {
         "device": "cpu",
         "device_name": "cpu",
         "torch": torch.__version__,
@@ -75,8 +76,12 @@ def test_bench_markdown_names_the_device_and_every_measurement() -> None:
             "float": {"graphs": [1, 2], "step_s": [8.0, 7.0]},
             "tensor": {"graphs": [1, 1], "step_s": [8.0, 0.001]},
         },
+        **changes,
     }
-    text = markdown_table(doc)
+
+
+def test_bench_markdown_names_the_device_and_every_measurement() -> None:
+    text = markdown_table(bench_doc())
     assert "Test CPU" in text and "smoke" in text and torch.__version__ in text
     assert all(name in text for name in COLD_STARTS) and "| 4 | 2.00 | 0.50 | 4.0x |" in text
     assert "| float | [1, 2] | 8, 7 | 15.0 |" in text
@@ -92,17 +97,6 @@ def test_capture_plan_skips_on_a_gpu_the_depths_that_do_not_fit_its_free_memory(
 
 
 def test_bench_markdown_lists_a_skipped_depth_with_its_reason() -> None:
-    run = {"first_step_s": 1.0, "second_step_s": 0.1, "fx_graph_hits": 0, "fx_graph_misses": 1, "aot_hits": 0}
-    doc = {
-        "device": "cuda",
-        "device_name": "Test GPU",
-        "torch": torch.__version__,
-        "created": "now",
-        "host": {"processor": "Test CPU", "cpu_count": 2},
-        "profile": {"name": "full"},
-        "model": {"depth": 24, "dim": 768, "heads": 12},
-        "cold_starts": {name: run for name in COLD_STARTS},
-        "capture": {"backend": "aot_eager", "depths": [4], "whole": [1.0], "regional": [0.5], "skipped": {"24": "why"}},
-        "recompile": {"float": {"graphs": [1], "step_s": [1.0]}, "tensor": {"graphs": [1], "step_s": [1.0]}},
-    }
-    assert "| 24 | skipped: why | | |" in markdown_table(doc)
+    capture = {"backend": "aot_eager", "depths": [4], "whole": [1.0], "regional": [0.5], "skipped": {"24": "why"}}
+    text = markdown_table(bench_doc(capture=capture))
+    assert "| 4 | 1.00 | 0.50 | 2.0x |" in text and "| 24 | skipped: why | | |" in text
