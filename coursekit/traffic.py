@@ -32,7 +32,19 @@ from coursekit.versions import torch_before
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # keep kineto chatter out of notebooks (5 lets USDT lines through)
 
-SYNC_EVENTS = ("aten::_local_scalar_dense", "aten::nonzero")  # nonzero: data-dependent size, the host must wait
+# reads of device data on the host: .item() (_local_scalar_dense), and the operators whose result's size or value
+# the host needs (a data-dependent shape, a Python bool), which on a CUDA device wait for it whatever the CPU does
+SYNC_EVENTS = (
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::_unique",
+    "aten::_unique2",
+    "aten::unique_dim",
+    "aten::unique_consecutive",
+    "aten::bincount",
+    "aten::equal",
+)
 HOST_TENSOR_EVENTS = ("aten::lift_fresh",)
 HOST_READ_METHODS = ("tolist", "numpy")
 
@@ -107,7 +119,10 @@ def _count_profile(prof: torch.profiler.profile, traffic: Traffic, allow_inside:
         name = event.name
         if allow_inside and _allowed(event, allow_inside, ops):
             continue
-        if name in SYNC_EVENTS or name == "cudaStreamSynchronize" or name.startswith("Memcpy DtoH"):
+        if name in SYNC_EVENTS:
+            if not _inside(event, SYNC_EVENTS):  # one host read each: a nonzero inside masked_select is the same
+                traffic.syncs[name] += 1
+        elif name == "cudaStreamSynchronize" or name.startswith("Memcpy DtoH"):
             traffic.syncs[name] += 1
         elif name in HOST_TENSOR_EVENTS or name.startswith("Memcpy HtoD"):
             traffic.host_tensors[name] += 1

@@ -175,6 +175,16 @@ def linear_calls(graph: torch.fx.GraphModule) -> int:
     return sum(1 for n in graph.graph.nodes if n.op == "call_function" and "linear" in str(n.target))
 
 
+def op_calls(graph: torch.fx.GraphModule, names: tuple[str, ...]) -> int:
+    """How many calls of the functions or methods named ``names`` (``"log_softmax"``, ``"exp"``) a Dynamo graph
+    holds (a graph a counting backend kept)."""
+    return sum(
+        1
+        for n in graph.graph.nodes
+        if n.op in ("call_function", "call_method") and getattr(n.target, "__name__", n.target) in names
+    )
+
+
 def run(name: str, call: Call) -> Reply:
     """Run probe ``name`` on ``call`` (a ``KeyError`` for an unknown probe)."""
     reply = PROBES[name](call)

@@ -46,3 +46,34 @@ def test_without_an_allowance_everything_counts() -> None:
     traffic = Traffic()
     _count_profile(profile_of_a_step_with_a_custom_op(), traffic)
     assert traffic.sync_count == 5 and dict(traffic.host_tensors) == {"Memcpy HtoD (Pageable -> Device)": 1}
+
+
+def test_data_dependent_operators_count_as_host_reads_on_the_cpu_too() -> None:
+    """``torch.unique``, ``torch.bincount``, ``torch.equal`` and boolean-mask indexing wait for the device on a GPU (a
+    size or a bool the host needs) but copy nothing on a CPU, where the profiler shows only the operator: each
+    counts once (red team, session 19: a loss that divided by a ``bincount`` passed the CPU's traffic check)."""
+    import torch
+
+    from coursekit.traffic import watch_traffic
+
+    x = torch.tensor([3, 1, 3, 0])
+    for name, fn in {
+        "aten::_unique2": lambda: torch.unique(x),
+        "aten::bincount": lambda: torch.bincount(x, minlength=5),
+        "aten::equal": lambda: torch.equal(x, x.flip(0)),
+        "aten::masked_select": lambda: torch.masked_select(x, x > 1),
+    }.items():
+        with watch_traffic("cpu") as seen:
+            fn()
+        assert seen.sync_count == 1 and name in seen.syncs, (name, seen.summary())
+    with watch_traffic("cpu") as seen:
+        torch.where(x > 1, x, 0).sum()
+    assert seen.sync_count == 0, seen.summary()
+
+
+def test_a_host_read_nested_in_another_counts_once() -> None:
+    outer = event("aten::masked_select", 1)
+    profile = SimpleNamespace(events=lambda: [outer, event("aten::nonzero", 2, parent=outer)])
+    traffic = Traffic()
+    _count_profile(profile, traffic)
+    assert dict(traffic.syncs) == {"aten::masked_select": 1}

@@ -70,7 +70,7 @@ def profile_hidden(learner, ctx) -> None:
     for i in range(2):
         reads, columns, seed = rng.randint(4, 9), rng.randint(6, 12), ctx.secret_seed + i
         counts = expect_op_counts(learner, reads=reads, columns=columns, seed=seed)
-        want = profiled_op_counts(hidden_costs, (costs_input(reads, columns, seed), reads, columns))
+        want = profiled_op_counts(hidden_costs(), (costs_input(reads, columns, seed), reads, columns))
         wrong = sorted(op for op in want.keys() | counts.keys() if counts.get(op, 0) != want.get(op, 0))
         if wrong:
             op = wrong[0]
@@ -115,7 +115,19 @@ def _speed(learner, ctx, check_id: str, label: str, compiled: bool) -> Measured:
     """Interleaved timing of the grader's naive loss (here) vs the learner's (in the worker), forward + backward."""
     p = ctx.profile
     exp = _profile_case(ctx)
-    learner.ask("ex01.timed_loss", {**loss_args("SmoothedCE", exp, grads=True, compiled=compiled), "handle": "loss"})
+    staged = learner.ask(
+        "ex01.timed_loss",
+        {**loss_args("SmoothedCE", exp, grads=True, compiled=compiled), "handle": "loss"},
+        {"logits": exp.logits, "target": exp.target} if compiled else {},
+    )
+    if compiled and not staged.value("loss_ops", int):
+        raise Shortfall(
+            f"the timed loss compiled {staged.value('frames', int)} frame(s) and none holds the loss's operators "
+            "(log_softmax, exp, log, ...): it ran eagerly. compile_loss must return the loss compiled: "
+            "torch.compile(loss, backend=backend, fullgraph=True).",
+            measured=0,
+            required=1,
+        )
     naive = NaiveSmoothedCE(exp.weights, exp.case.smoothing, exp.case.ignore_index).to(ctx.device)
 
     def baseline(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -226,11 +238,18 @@ def _tiny_training(ctx, seed: int) -> tuple[dict[str, torch.Tensor], list[tuple[
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, batches
 
 
-def _training_inputs(state: dict, batches: list) -> dict[str, torch.Tensor]:
+def _training_inputs(state: dict, batches: list, class_weights: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     inputs = {f"model.{k}": v for k, v in state.items()}
     for i, (images, labels) in enumerate(batches):
         inputs |= {f"images{i}": images, f"labels{i}": labels}
-    return inputs
+    return inputs if class_weights is None else inputs | {"class_weights": class_weights}
+
+
+def _class_weights(ctx, seed: int) -> torch.Tensor:
+    """Class weights (0.14-7.4, log-uniform) for a weighted cross-entropy: its micro-batches' normalisers differ,
+    so one backward over the whole batch does not give the accumulated update (over 20 seeds its parameters after
+    three steps differed from the accumulated ones by at least 64 times the tolerance)."""
+    return torch.exp(torch.rand(10, generator=torch.Generator().manual_seed(ctx.secret_seed + seed)) * 4 - 2)
 
 
 @check("ex01.train_step.update", kind="correctness", points=2, needs=("train_step",))
@@ -239,17 +258,19 @@ def train_step_update(learner, ctx) -> None:
     clipped to max_norm, one optimizer step) and returns the batch's mean loss, for two settings."""
     for seed, micro_batches, max_norm in ((1, 4, 0.05), (3, 2, 100.0)):  # clipping active, then not
         state, batches = _tiny_training(ctx, seed=seed)
+        weights = _class_weights(ctx, seed)
         step_args = {"micro_batches": micro_batches, "max_norm": max_norm}
-        got = learner.ask("ex01.train", {"steps": len(batches), **step_args}, _training_inputs(state, batches))
+        got = learner.ask("ex01.train", {"steps": len(batches), **step_args}, _training_inputs(state, batches, weights))
         model = ToyConvNet(image_size=16, num_classes=10)
         model.load_state_dict(state)
         model = model.to(ctx.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         losses = got.tensor("losses", shape=(len(batches),))
-        setting = f"micro_batches={micro_batches}, max_norm={max_norm}"
+        setting = f"micro_batches={micro_batches}, max_norm={max_norm}, a class-weighted cross-entropy"
         for step, (images, labels) in enumerate(batches):
+            loss_fn = nn.CrossEntropyLoss(weight=weights.to(ctx.device))
             want = accumulated_step(
-                model, nn.CrossEntropyLoss(), optimizer, images.to(ctx.device), labels.to(ctx.device), **step_args
+                model, loss_fn, optimizer, images.to(ctx.device), labels.to(ctx.device), **step_args
             )
             assert_close(
                 losses[step],

@@ -10,7 +10,7 @@ from torch import nn
 from coursekit.explain import break_count, short_reason
 from coursekit.models import ToyConvNet
 from coursekit.traffic import watch_traffic
-from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
+from grader.probing import Call, Failure, Reply, learner_call, op_calls, plain, probe, stage_timed
 
 
 def build_loss(call: Call) -> Callable:
@@ -54,15 +54,31 @@ def loss(call: Call) -> Reply:
     return Reply(tensors=learner_call(loss_and_grad, (fn, logits, call.input("target"), what, call.arg("grads")), what))
 
 
-def hidden_costs(x: torch.Tensor, reads: int, columns: int) -> torch.Tensor:
-    """The grader's function with costs it can count: ``reads`` host reads (``.item()`` of ``x[i, 0]``) and a
-    Python loop over ``columns`` columns (``x[:, j].exp()``)."""
-    total = x.new_zeros(())
-    for i in range(reads):
-        total = total + x[i, 0].item()
-    for j in range(columns):
-        total = total + x[:, j].exp().sum()
-    return total
+@probe("ex01.loss_module")
+def loss_module(call: Call) -> Reply:
+    """The class of the module a loss factory builds (``builtin_smoothed_ce`` must give PyTorch's own)."""
+    kind = type(build_loss(call.but(compiled=False)))
+    return Reply({"class": f"{kind.__module__}.{kind.__qualname__}"[:200], "builtin": kind is nn.CrossEntropyLoss})
+
+
+def hidden_costs() -> Callable[[torch.Tensor, int, int], torch.Tensor]:
+    """A fresh copy of the grader's function with costs it can count: ``reads`` host reads (``.item()`` of
+    ``x[i, 0]``) and a Python loop over ``columns`` columns (``x[:, j].exp()``) on every call, and on its first
+    call only a one-off cost (a scale built lazily: one more ``select`` and ``exp``), which a warm-up call keeps
+    out of the profile."""
+    built: list[torch.Tensor] = []
+
+    def costs(x: torch.Tensor, reads: int, columns: int) -> torch.Tensor:
+        if not built:
+            built.append(x[0, 0].exp() * 0 + 1)
+        total = x.new_zeros(())
+        for i in range(reads):
+            total = total + x[i, 0].item()
+        for j in range(columns):
+            total = total + x[:, j].exp().sum()
+        return total * built[0]
+
+    return costs
 
 
 def costs_input(reads: int, columns: int, seed: int) -> torch.Tensor:
@@ -75,7 +91,7 @@ def profiled_counts(call: Call) -> Reply:
     """The learner's ``op_counts`` on ``hidden_costs`` with the judge's sizes (on the CPU: ops, not kernels)."""
     reads, columns = int(call.arg("reads")), int(call.arg("columns"))
     x = costs_input(reads, columns, int(call.arg("seed")))
-    got = learner_call(call.get("op_counts"), (hidden_costs, (x, reads, columns)), "op_counts")
+    got = learner_call(call.get("op_counts"), (hidden_costs(), (x, reads, columns)), "op_counts")
     if not isinstance(got, dict):
         raise Failure(f"op_counts returned {type(got).__name__}; return a dict from op name to count")
     counts = {
@@ -86,12 +102,14 @@ def profiled_counts(call: Call) -> Reply:
 
 @probe("ex01.traffic")
 def traffic(call: Call) -> Reply:
-    """Host/device traffic of the third forward + backward of the learner's loss (two warm-up calls first)."""
+    """Host/device traffic of the third forward + backward of the learner's loss (two warm-up calls first). Every
+    call gets new tensors, as a training loop's batches are, all kept alive so none reuses another's memory: work
+    cached per input object (or address) still shows."""
     fn = build_loss(call)
-    target = call.input("target")
-    for _ in range(2):  # lazy initialisation is allowed on the first calls
+    targets = [call.input("target").clone() for _ in range(3)]
+    for target in targets[:2]:  # lazy initialisation is allowed on the first calls
         fn(call.input("logits", grad=True), target).backward()
-    logits = call.input("logits", grad=True)
+    logits, target = call.input("logits", grad=True), targets[2]
     with watch_traffic(call.device) as seen:
         result = fn(logits, target)
         result.backward()
@@ -136,17 +154,30 @@ def graphs(call: Call) -> Reply:
     )
 
 
+LOSS_OPS = ("log_softmax", "logsumexp", "softmax", "log", "exp", "cross_entropy", "nll_loss")
+
+
 @probe("ex01.timed_loss")
 def timed_loss(call: Call) -> Reply:
-    """Stage forward + backward of the learner's loss (compiled when asked) for ``timing.run``."""
-    fn = build_loss(call)
+    """Stage forward + backward of the learner's loss (compiled when asked) for ``timing.run``. Compiled, it runs
+    once on the judge's inputs through a counting backend and reports what its graphs hold: the operators that
+    make a cross-entropy (none where the loss ran eagerly)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    counter = CompileCounterWithBackend("inductor") if call.arg("compiled") else None
+    fn = build_loss(call.but(backend=counter) if counter else call)
 
     def fwd_bwd(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         out = fn(logits, target)
         out.backward()
         return out
 
-    return stage_timed(call, call.arg("handle"), fwd_bwd)
+    reply = stage_timed(call, call.arg("handle"), fwd_bwd)
+    if counter is None:
+        return reply
+    learner_call(fwd_bwd, (call.input("logits", grad=True), call.input("target")), "the compiled loss")
+    loss_ops = sum(op_calls(g, LOSS_OPS) for g in counter.graphs)
+    return Reply({**reply.values, "frames": counter.frame_count, "loss_ops": loss_ops})
 
 
 def _tiny_training(call: Call) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -156,11 +187,20 @@ def _tiny_training(call: Call) -> tuple[nn.Module, torch.optim.Optimizer]:
     return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
 
+def _loss_fn(call: Call) -> nn.Module:
+    """The step's loss: cross-entropy, with the judge's class weights when it sends them (a weighted mean is not
+    the mean of its micro-batches' means, so only accumulating over the micro-batches gives the judge's update)."""
+    if "class_weights" not in call.inputs:
+        return nn.CrossEntropyLoss()
+    return nn.CrossEntropyLoss(weight=call.input("class_weights"))
+
+
 def _raw_step(call: Call, model, optimizer, i: int):
+    loss_fn = _loss_fn(call)
     return learner_call(
         lambda: call.get("train_step")(
             model,
-            nn.CrossEntropyLoss(),
+            loss_fn,
             optimizer,
             call.input(f"images{i}"),
             call.input(f"labels{i}"),

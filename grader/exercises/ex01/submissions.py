@@ -35,6 +35,53 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         },
         {"ex01.profile.op_counts", "ex01.profile.hidden"},
     ),
+    "no warm-up call": (
+        {"    fn(*args)  # warm-up: first calls pay one-off costs\n": ""},
+        # the grader's function has a one-off cost on its first call: one exp and one select too many
+        {"ex01.profile.op_counts", "ex01.profile.hidden"},
+    ),
+    "the naive loss as the built-in": (
+        {
+            "    return nn.CrossEntropyLoss(\n"
+            "        weight=torch.tensor(class_weights, dtype=torch.float32), ignore_index=ignore_index, "
+            "label_smoothing=smoothing\n"
+            "    )\n": "    return NaiveSmoothedCE(class_weights, smoothing, ignore_index)\n"
+        },
+        # the right values on the public cases, but not PyTorch's own module (red team, session 19)
+        {"ex01.builtin.values"},
+    ),
+    "compile_loss returns the loss uncompiled": (
+        {"    return torch.compile(loss, backend=backend, fullgraph=True)": "    return loss"},
+        # the eager hand-written loss alone beats the naive one 11x: the timed graphs must hold the loss's operators
+        {"ex01.compiled.single_graph", "ex01.compiled.speed"},
+    ),
+    "a mask cached per target object": (
+        {
+            "        keep = target != self.ignore_index\n": (
+                "        if target is not getattr(self, '_target', None):  # a new batch: build its mask once\n"
+                "            self._keep = torch.tensor([t != self.ignore_index for t in target.tolist()],"
+                " device=logits.device)\n"
+                "            self._target = target\n"
+                "        keep = self._keep\n"
+            )
+        },
+        # a training loop pays .tolist() and a host-built tensor every step: the watched call gets a new target
+        # (red team, session 19); compiled, the .tolist() breaks the graph
+        {"ex01.smoothed_ce.no_host_traffic", "ex01.compiled.single_graph"},
+    ),
+    "the whole batch at once": (
+        {
+            "    total = torch.zeros((), device=images.device)\n"
+            "    for x, y in zip(images.chunk(micro_batches), labels.chunk(micro_batches)):\n"
+            "        loss = loss_fn(model(x), y) / micro_batches\n"
+            "        loss.backward()\n"
+            "        total += loss.detach()\n": (
+                "    total = loss_fn(model(images), labels)\n    total.backward()\n    total = total.detach()\n"
+            )
+        },
+        # equal to accumulating for a plain mean loss; the judge's step uses a class-weighted one (session 19)
+        {"ex01.train_step.update"},
+    ),
     "sync in the step": (
         {
             "    optimizer.step()\n    return total": (

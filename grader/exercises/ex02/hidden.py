@@ -107,7 +107,18 @@ def scorer_speed(learner, ctx) -> Measured:
     """Compiled FixedScorer (forward + backward) beats the grader's compiled BrokenScorer by the device's threshold."""
     p = ctx.profile
     model = broken()
-    learner.ask("ex02.timed_scorer", {"handle": "scorer"}, weights(model))
+    staged = learner.ask(
+        "ex02.timed_scorer", {"handle": "scorer"}, weights(model) | {"x": sample_rows(p.batch_size, IN_FEATURES, 5)}
+    )
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    if staged.value("linears", int) < linears:
+        raise Shortfall(
+            f"torch.compile(FixedScorer) captured {staged.value('linears', int)} of its {linears} linear layers: "
+            "the rest ran eagerly (torch.compiler.disable, or code Dynamo skips), so there is nothing compiled to "
+            "time. Make forward one graph Dynamo can capture.",
+            measured=staged.value("linears", int),
+            required=linears,
+        )
     reference = broken().to(ctx.device)
     compiled_broken = torch.compile(broken().to(ctx.device))
 

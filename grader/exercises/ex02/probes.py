@@ -8,7 +8,7 @@ from torch import nn
 from coursekit.explain import break_count, short_reason
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
 from coursekit.traffic import watch_traffic
-from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
+from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe, stage_timed
 
 FAKE_HINT = "Register a fake implementation with @calibrate.register_fake that returns torch.empty_like(top)."
 
@@ -175,10 +175,14 @@ def traffic(call: Call) -> Reply:
 
 @probe("ex02.timed_scorer")
 def timed_scorer(call: Call) -> Reply:
-    """Stage forward + backward of the compiled FixedScorer for ``timing.run``."""
+    """Stage forward + backward of the compiled FixedScorer for ``timing.run``, after one call on the judge's
+    input through a counting backend: the linear layers its graphs hold (none where forward ran eagerly)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
     torch.compiler.reset()
     model = fixed_scorer(call)
-    compiled = torch.compile(model)
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(model, backend=counter)
 
     def fwd_bwd(x: torch.Tensor) -> torch.Tensor:
         out = compiled(x)
@@ -186,4 +190,7 @@ def timed_scorer(call: Call) -> Reply:
         return out
 
     # the parameters' gradients join each call's fingerprint: the backward's work shows, not only the output's
-    return stage_timed(call, call.arg("handle"), fwd_bwd, params=tuple(model.parameters()))
+    reply = stage_timed(call, call.arg("handle"), fwd_bwd, params=tuple(model.parameters()))
+    learner_call(fwd_bwd, (call.input("x"),), "the compiled FixedScorer")
+    model.zero_grad(set_to_none=True)
+    return Reply({**reply.values, "linears": sum(linear_calls(g) for g in counter.graphs)})

@@ -24,6 +24,17 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         },
         {"ex02.calibrate.opcheck", "ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
     ),
+    "forward left eager (torch.compiler.disable)": (
+        {
+            "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n": (
+                "    @torch.compiler.disable\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+            )
+        },
+        # every value right and no sync, but nothing compiled: the grader's compiled BrokenScorer is slower than an
+        # eager FixedScorer on a CPU (1.24x against 1.25x required, red team, session 19); the timed graphs must
+        # hold the scorer's linear layers
+        {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):

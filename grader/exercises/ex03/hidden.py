@@ -112,7 +112,12 @@ def step_training(learner, ctx) -> None:
     )
 
 
-def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None]:
+def _model_linears(ctx) -> int:
+    """The linear layers of the given student and teacher: what one graph of the whole step calls."""
+    return sum(isinstance(m, torch.nn.Linear) for model in given_models(ctx, 0) for m in model.modules())
+
+
+def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int]:
     seeds = [ctx.secret_seed + 50 + i for i in range(2)]
     stance = [ctx.secret_seed + 60 + i for i in range(stance_steps)]
     steps = _steps(ctx, "step", seeds)
@@ -132,13 +137,13 @@ def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None]:
         rtol=1e-4,
         atol=1e-6,
     )
-    return got.value("frames", int), got.text("recompiled", optional=True, limit=400)
+    return got.value("frames", int), got.text("recompiled", optional=True, limit=400), got.value("linears", int)
 
 
 @check("ex03.step.no_graph_breaks", kind="structure", points=2, needs=("make_train_step", "Distiller", "DistillLoss"))
 def step_no_graph_breaks(learner, ctx) -> Measured:
     """The compiled step captures student, teacher and loss in exactly one graph."""
-    frames, _ = _frames(learner, ctx, 0)
+    frames, _, linears = _frames(learner, ctx, 0)
     if frames == 0:
         raise Shortfall(
             "nothing was compiled with the backend make_train_step received: pass it on, "
@@ -155,13 +160,21 @@ def step_no_graph_breaks(learner, ctx) -> Measured:
             measured=frames,
             required=1,
         )
+    want = _model_linears(ctx)
+    if linears < want:
+        raise Shortfall(
+            f"the one compiled graph calls {linears} of the student's and teacher's {want} linear layers: the rest "
+            "ran eagerly. Compile the whole Distiller (student, teacher and loss), not one part of it.",
+            measured=linears,
+            required=want,
+        )
     return Measured(frames, 1, "one graph for student + teacher + loss")
 
 
 @check("ex03.step.no_recompile", kind="structure", points=2, needs=("make_train_step", "Distiller", "DistillLoss"))
 def step_no_recompile(learner, ctx) -> Measured:
     """After two warm-up steps, torch.compiler.set_stance('fail_on_recompile') holds over fresh batches."""
-    _, recompiled = _frames(learner, ctx, ctx.profile.steps)
+    _, recompiled, _ = _frames(learner, ctx, ctx.profile.steps)
     if recompiled:
         hint = (
             INFERENCE_HINT
@@ -184,7 +197,16 @@ def step_speed(learner, ctx) -> Measured:
     """The compiled train step beats the grader's eager distillation step by the device's threshold."""
     p = ctx.profile
     warm = [ctx.secret_seed + 70 + i for i in range(2)]
-    learner.ask("ex03.timed_step", {"seed": 3, "handle": "step"}, _steps(ctx, "warm", warm))
+    staged = learner.ask("ex03.timed_step", {"seed": 3, "handle": "step"}, _steps(ctx, "warm", warm))
+    want = _model_linears(ctx)
+    if staged.value("linears", int) < want:
+        raise Shortfall(
+            f"the timed step's graphs call {staged.value('linears', int)} of the student's and teacher's {want} "
+            "linear layers: the rest ran eagerly, so this is not the compiled step. Compile the whole Distiller "
+            "with the backend make_train_step receives: torch.compile(distiller, backend=backend).",
+            measured=staged.value("linears", int),
+            required=want,
+        )
     student, teacher = given_models(ctx, 3)
     baseline = eager_step(
         *(lambda m: (m, make_optimizer(m)))(

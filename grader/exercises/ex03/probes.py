@@ -11,7 +11,7 @@ from torch import nn
 
 from coursekit.lessons.distillation.givens import ALPHA, TEMPERATURE, make_optimizer, make_student, make_teacher
 from coursekit.profile import get_profile
-from grader.probing import Call, Failure, Reply, learner_call, plain, probe, stage_timed
+from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe, stage_timed
 
 FREEZE_HINT = (
     "Freeze the teacher in Distiller.__init__ (teacher.eval().requires_grad_(False)) and run it under "
@@ -200,15 +200,23 @@ def frames(call: Call) -> Reply:
         except Exception as exc:  # noqa: BLE001 - the stance raises a dynamo error naming the guard
             recompiled = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             recompiled += " [inference]" if "nference" in str(exc) else ""
-    return Reply({"frames": counter.frame_count, "recompiled": recompiled}, {"losses": torch.stack(losses)})
+    linears = sum(linear_calls(g) for g in counter.graphs)
+    return Reply(
+        {"frames": counter.frame_count, "linears": linears, "recompiled": recompiled}, {"losses": torch.stack(losses)}
+    )
 
 
 @probe("ex03.timed_step")
 def timed_step(call: Call) -> Reply:
-    """Stage the learner's compiled train step (compiled during the judge's warm-up) for ``timing.run``."""
+    """Stage the learner's compiled train step (compiled during the judge's warm-up) for ``timing.run``; the
+    backend counts what it compiles: the linear layers its graphs hold (the student's and the teacher's)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
     model, _, _ = parts(call)
     torch.compiler.reset()
-    step = compiled_step(call, model.train())
+    counter = CompileCounterWithBackend("inductor")
+    step = compiled_step(call, model.train(), backend=counter)
     for i in range(2):  # compile outside the timed trials, and surface compile errors with a hint
         run_step(step, *images(call, f"warm{i}"), "the compiled step")
-    return stage_timed(call, call.arg("handle"), step)
+    reply = stage_timed(call, call.arg("handle"), step)
+    return Reply({**reply.values, "linears": sum(linear_calls(g) for g in counter.graphs)})

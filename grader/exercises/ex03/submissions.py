@@ -49,6 +49,17 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # right for a compiled Distiller, but a compiled student comes back as an OptimizedModule
         {"ex03.extract.student"},
     ),
+    "only the student compiled": (
+        {
+            "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)": (
+                "    distiller.student = torch.compile(distiller.student, backend=backend, fullgraph=True)"
+            ),
+            "        loss = compiled(images, labels)": "        loss = distiller(images, labels)",
+        },
+        # one frame, so it had passed as "one graph for student + teacher + loss" (red team, session 19): the graph
+        # must call the teacher's linear layers too, and so must the timed step's
+        {"ex03.step.no_graph_breaks", "ex03.step.speed"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):

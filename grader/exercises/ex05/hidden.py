@@ -35,25 +35,40 @@ def drawn_backward(ctx) -> str:
 def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str | None, bool]]:
     """``(op, decoy, bugs, expected first failing backend, parameters require grad)`` for the ladder or the
     culprit check. The ladder compares outputs, so its models are frozen; the culprit check adds a bug that
-    only a training graph shows, and a training graph with nothing broken."""
+    only a training graph shows, and a training graph with nothing broken.
+
+    Every model holds one decomposed and one lowered operator, and the secret seed decides which of the two
+    carries the bug, in which of the model's two places each sits, and the order of the cases: a rule over the
+    model's attributes (the bug is in ``op``; every third case is clean) cannot stand in for running the ladder
+    (red team, session 19: such a rule took all 7 hidden points)."""
     (d1, d2, d3), (l1, l2, l3) = drawn(ctx)
+    rng = random.Random(f"{ctx.secret_seed}/{which}")
+
+    def case(broken: str, other: str, kind: str, grad: bool = False, bug_op: str | None = None):
+        bugs = (Bug(kind, bug_op or broken),) if kind else ()
+        backend = (DECOMPOSITION if kind.endswith("decomposition") else "inductor") if kind else None
+        op, decoy = (broken, other) if rng.random() < 0.5 else (other, broken)
+        return op, decoy, bugs, backend, grad
+
+    pairs = [(d1, l3), (l1, d3), (l2, d2), (d2, l1)]  # (decomposed, lowered) or (lowered, decomposed)
     if which == "ladder":
-        return [
-            (d1, l3, (Bug("wrong_decomposition", d1),), DECOMPOSITION, False),
-            (l1, d3, (Bug("crashing_lowering", l1),), "inductor", False),
-            (l2, d2, (Bug("wrong_lowering", l2),), "inductor", False),
-            (d2, l1, (Bug("crashing_decomposition", d2),), DECOMPOSITION, False),
-            (d3, l2, (), None, False),
-        ]
-    backward = drawn_backward(ctx)
-    return [
-        (d3, l1, (Bug("wrong_decomposition", d3),), DECOMPOSITION, False),
-        (l2, d1, (Bug("crashing_lowering", l2),), "inductor", False),
-        (l3, d2, (Bug("wrong_lowering", l3),), "inductor", False),
-        (d1, l3, (Bug("crashing_decomposition", d1),), DECOMPOSITION, False),
-        (BACKWARD[backward], l2, (Bug("wrong_decomposition", backward),), DECOMPOSITION, True),
-        (l1, d2, (), None, True),
-    ]
+        kinds = ["wrong_decomposition", "crashing_lowering", "wrong_lowering", "crashing_decomposition"]
+        cases = [case(a, b, k) if _pool(a, k) else case(b, a, k) for (a, b), k in zip(pairs, kinds)]
+        cases.append(case(d3, l2, ""))
+    else:
+        backward = drawn_backward(ctx)
+        pairs = [(d3, l1), (l2, d1), (l3, d2), (d1, l3)]
+        kinds = ["wrong_decomposition", "crashing_lowering", "wrong_lowering", "crashing_decomposition"]
+        cases = [case(a, b, k) if _pool(a, k) else case(b, a, k) for (a, b), k in zip(pairs, kinds)]
+        cases.append(case(BACKWARD[backward], l2, "wrong_decomposition", grad=True, bug_op=backward))
+        cases.append(case(l1, d2, "", grad=True))
+    rng.shuffle(cases)
+    return cases
+
+
+def _pool(op: str, kind: str) -> bool:
+    """Whether a bug of ``kind`` (``..._decomposition`` or ``..._lowering``) can be planted in ``op``."""
+    return op in (DECOMPOSED if kind.endswith("decomposition") else LOWERED)
 
 
 def case_name(op: str, decoy: str, bugs: tuple[Bug, ...], grad: bool = False) -> str:

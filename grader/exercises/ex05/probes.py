@@ -231,5 +231,23 @@ def fix(call: Call) -> Reply:
                 "A planted bug still reaches your model: run your ladder and find_culprit on "
                 "FixedGatedMLP, frozen and with parameters that require grad. " + FIX_HINT,
             )
-        values = {"frames": counter.frame_count, "ops": counter.op_count} if call.arg("count") else {}
+        if call.arg("count"):
+            values = {
+                "frames": counter.frame_count,
+                "ops": counter.op_count,
+                "opaque": sorted({name for g in counter.graphs for name in opaque_ops(g)})[:5],
+            }
     return Reply(values, out)
+
+
+def opaque_ops(graph: torch.fx.GraphModule) -> list[str]:
+    """The operators a Dynamo graph calls outside ATen and prims (custom ops: Inductor runs them as they are)."""
+    names = []
+    for node in graph.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            continue
+        name = getattr(target, "_qualified_op_name", None) or f"{target.namespace}::{target._opname}"
+        if name.split("::")[0] not in ("aten", "prims"):
+            names.append(str(name)[:80])
+    return names

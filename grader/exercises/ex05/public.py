@@ -269,6 +269,13 @@ def fix_one_graph(learner, ctx) -> Measured:
         atol=1e-6,
     )
     frames = got.value("frames", int)
+    opaque = got.value("opaque", list)
+    if frames == 1 and opaque:
+        raise AssertionError(
+            f"FixedGatedMLP's graph calls custom operators ({', '.join(map(str, opaque))}): Inductor runs them as "
+            "they are, so whatever they call (the culprits too) runs eagerly, outside the compiler. Rewrite the "
+            "computation with other PyTorch operators instead. " + FIX_HINT
+        )
     if frames == 1:
         return Measured(1, 1, f"one graph, {got.value('ops', int)} operations compiled by Inductor")
     if frames == 0:

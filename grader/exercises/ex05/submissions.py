@@ -4,6 +4,26 @@ the learner kit."""
 
 from __future__ import annotations
 
+# a learner's custom operator that runs hardswish as it is, with its own backward (autograd is registered when the
+# model is built: the grader loads definitions only)
+OPAQUE_HARDSWISH = """
+@torch.library.custom_op("mylib::hardswish", mutates_args=())
+def opaque_hardswish(a: torch.Tensor) -> torch.Tensor:
+    return F.hardswish(a)
+
+
+@opaque_hardswish.register_fake
+def _(a):
+    return torch.empty_like(a)
+
+
+def register_opaque_hardswish():
+    opaque_hardswish.register_autograd(
+        lambda ctx, grad: torch.ops.aten.hardswish_backward(grad, ctx.saved_tensors[0]),
+        setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]),
+    )
+"""
+
 WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
     "the article's ladder, without aot_eager_decomp_partition": (
         {
@@ -41,6 +61,19 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
             ),
         },
         # right values, but graph breaks: not the one-graph fix asked for
+        {"ex05.fix.one_graph"},
+    ),
+    "a culprit behind a custom operator": (
+        {
+            "return a * (a + 3).clamp(0, 6) / 6  # hardswish, without aten.hardswish": "return opaque_hardswish(a)",
+            "class FixedGatedMLP(GatedMLP):\n": OPAQUE_HARDSWISH + "\n\nclass FixedGatedMLP(GatedMLP):\n",
+            'the operators the planted bugs break."""\n': (
+                'the operators the planted bugs break."""\n\n'
+                "    def __init__(self) -> None:\n        super().__init__()\n        register_opaque_hardswish()\n"
+            ),
+        },
+        # one graph and the right values, but aten.hardswish still runs, eagerly, inside an operator Inductor cannot
+        # see into (red team, session 19)
         {"ex05.fix.one_graph"},
     ),
     "the bisector's test compares outputs only": (
