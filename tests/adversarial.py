@@ -120,19 +120,18 @@ PATCHED = setattr(_probes, "stage_timed", _every_other_step)
 # named in its request until session 18, else every fifth) and answers the others with a copied output
 SKIP_STREAM_BATCHES = """import grader.exercises.ex04.probes as _probes
 
-_RUN_ALL = _probes.run_batches
+_RUN_COUNTED = _probes.run_counted
 
 
-def _some_batches(call, fn, names):
+def _some_batches(call, fn, names, counter):
     if call.arg("backend") is None:  # not the timed stream: run everything
-        return _RUN_ALL(call, fn, names)
-    keep = call.arg("keep") or names[::5]
-    outs = _RUN_ALL(call, fn, [n for n in names if n in keep])
+        return _RUN_COUNTED(call, fn, names, counter)
+    outs = _probes.run_batches(call, fn, names[::5])
     first = next(iter(outs.values()))
-    return {f"{n}.out": outs.get(f"{n}.out", first) for n in names}
+    return {f"{n}.out": outs.get(f"{n}.out", first) for n in names}, []
 
 
-PATCHED = setattr(_probes, "run_batches", _some_batches)
+PATCHED = setattr(_probes, "run_counted", _some_batches)
 """
 
 

@@ -45,6 +45,21 @@ def stream_outputs(learner, ctx) -> None:
     expect_outputs(got, model, stream, "compiled MaskedTagger")
 
 
+def _all_compiled(got, what: str) -> None:
+    """Every batch of ``what`` called a compiled graph that holds the tagger (red team, session 19: a tagger left
+    eager, or compiled for its first batch only, had passed the compile counts)."""
+    linears, eager = got.value("linears", int), got.value("eager", int)
+    want = sum(isinstance(m, torch.nn.Linear) for m in naive().modules())
+    if linears < want or eager:
+        raise Shortfall(
+            f"{what}: {eager} of {STREAM_BATCHES} batches called no compiled graph, and the graphs compile_tagger's "
+            f"backend received hold {linears} of the tagger's {want} linear layers. The counts mean nothing unless "
+            "the stream runs compiled: return torch.compile(model, backend=backend, ...) and use it for every batch.",
+            measured=STREAM_BATCHES - eager,
+            required=STREAM_BATCHES,
+        )
+
+
 def _counted(learner, ctx, warm: bool) -> tuple[int, str | None]:
     model = naive()
     stream = hidden_stream(ctx)
@@ -63,6 +78,8 @@ def _counted(learner, ctx, warm: bool) -> tuple[int, str | None]:
                 rtol=1e-4,
                 atol=1e-6,
             )
+    if recompiled is None and got.value("frames", int) <= MAX_COMPILES:  # the cliff has its own message
+        _all_compiled(got, "the hidden stream")
     return got.value("frames", int), recompiled
 
 
@@ -140,6 +157,8 @@ def stream_speed(learner, ctx) -> Measured:
                             "so its time is not a compiled stream's. Return torch.compile(model, backend=backend, "
                             "...)."
                         )
+                    if got.value("eager", int):  # compiled for some batches only
+                        _all_compiled(got, "the timed stream")
                     for name in picker.sample(list(stream), STREAM_CHECKED):
                         assert_close(
                             got.tensor(f"{name}.out"),

@@ -69,6 +69,18 @@ def run_batches(call: Call, fn, names: list[str]) -> dict[str, torch.Tensor]:
     return outs
 
 
+def run_counted(call: Call, fn, names: list[str], counter) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """``run_batches`` one batch at a time, with the names of the batches that called no compiled graph (``counter``
+    counts calls into the graphs its backend compiled): eager fallbacks, or code that stops compiling."""
+    outs, eager = {}, []
+    for name in names:
+        runs = counter.runs
+        outs |= run_batches(call, fn, [name])
+        if counter.runs == runs:
+            eager.append(name)
+    return outs, eager
+
+
 @probe("ex04.outputs")
 def outputs(call: Call) -> Reply:
     """MaskedTagger (compiled with ``compile_tagger`` when asked) on each batch, in order."""
@@ -82,27 +94,31 @@ def outputs(call: Call) -> Reply:
 @probe("ex04.counted")
 def counted(call: Call) -> Reply:
     """The stream compiled with a counting backend: frames after it (and whether a recompile was refused under
-    ``set_stance("fail_on_recompile")`` after one warm-up batch per bucket, when asked)."""
-    from torch._dynamo.testing import CompileCounterWithBackend
+    ``set_stance("fail_on_recompile")`` after one warm-up batch per bucket, when asked), the linear layers its
+    graphs hold, and the stream's batches that called no compiled graph."""
+    from coursekit.lessons.dynamic_shapes.bench import RunCounter
 
     model = tagger(call)
     torch.compiler.reset()
-    counter = CompileCounterWithBackend("inductor")
+    counter = RunCounter("inductor")
     compile_tagger = call.get("compile_tagger")
     compiled = learner_call(lambda: compile_tagger(model, backend=counter), (), "compile_tagger")
     warm = [n for n in call.arg("rows") if n.startswith("warm")]
     stream = [n for n in call.arg("rows") if n.startswith("stream")]
     run_batches(call, compiled, warm)
-    recompiled = None
+    recompiled, eager = None, []
     if call.arg("stance"):
         try:
             with torch.compiler.set_stance("fail_on_recompile"):
-                outs = run_batches(call, compiled, stream)
+                outs, eager = run_counted(call, compiled, stream, counter)
         except Failure as exc:
             recompiled, outs = str(exc)[:300], {}
     else:
-        outs = run_batches(call, compiled, stream)
-    return Reply({"frames": counter.frame_count, "recompiled": recompiled}, outs)
+        outs, eager = run_counted(call, compiled, stream, counter)
+    linears = sum(linear_calls(g) for g in counter.graphs)
+    return Reply(
+        {"frames": counter.frame_count, "recompiled": recompiled, "linears": linears, "eager": len(eager)}, outs
+    )
 
 
 @probe("ex04.cold_stream")
@@ -110,14 +126,14 @@ def cold_stream(call: Call) -> Reply:
     """A cold stream, timed by the judge: compile_tagger on a fresh compile state, then every batch in order.
     Every batch's output comes back: the judge checks batches it picks after the answer arrived. The backend
     counts what it compiles: the linear layers in its graphs (none where the model ran eagerly)."""
-    from torch._dynamo.testing import CompileCounterWithBackend
+    from coursekit.lessons.dynamic_shapes.bench import RunCounter
 
     model = tagger(call)
     torch.compiler.reset()
-    counter = CompileCounterWithBackend(call.arg("backend"))
+    counter = RunCounter(call.arg("backend"))
     compile_tagger = call.get("compile_tagger")
     compiled = learner_call(lambda: compile_tagger(model, backend=counter), (), "compile_tagger")
-    outs = run_batches(call, compiled, list(call.arg("rows")))
+    outs, eager = run_counted(call, compiled, list(call.arg("rows")), counter)
     if torch.device(call.device).type == "cuda":
         torch.cuda.synchronize()
-    return Reply({"linears": sum(linear_calls(g) for g in counter.graphs)}, outs)
+    return Reply({"linears": sum(linear_calls(g) for g in counter.graphs), "eager": len(eager)}, outs)

@@ -23,6 +23,23 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         },
         {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
     ),
+    "the tagger compiled for its first batch only": (
+        {
+            "    return torch.compile(model, backend=backend, dynamic=False)\n": (
+                "    compiled, seen = torch.compile(model, backend=backend, dynamic=False), []\n\n"
+                "    def run(tokens, mask):\n"
+                "        if not seen:\n"
+                "            seen.append(tokens.shape)\n"
+                "            return compiled(tokens, mask)\n"
+                "        return model(tokens, mask)\n\n"
+                "    return run\n"
+            )
+        },
+        # one compile, no recompile and the right outputs, but every later batch eager: it had taken the stream's
+        # 6 points, speed at 4.8x against the reference's 1.6x (red team, session 19); every batch must now call a
+        # compiled graph that holds the tagger
+        {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup", "ex04.stream.speed"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
