@@ -101,3 +101,22 @@ def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: fl
         seen.double(), own.double(), rtol=rtol, atol=atol, equal_nan=True
     ):
         raise ProtocolError(f"inconsistent answers: {what} differs from what the same code gave for the same inputs")
+
+
+def linear_layers(*models: torch.nn.Module) -> int:
+    """How many ``nn.Linear`` layers ``models`` hold: what one graph of their whole forward calls."""
+    return sum(isinstance(m, torch.nn.Linear) for model in models for m in model.modules())
+
+
+def expect_linears(seen: int, models: tuple[torch.nn.Module, ...], what: str, fix: str) -> None:
+    """The graphs a counting backend kept call ``seen`` linear layers (``grader.probing.linear_calls``): fewer than
+    ``models`` hold means part of the model ran eagerly, whatever the frame counts or the timing say."""
+    from grader.registry import Shortfall
+
+    want = linear_layers(*models)
+    if seen < want:
+        raise Shortfall(
+            f"{what}: {seen} of the model's {want} linear layers called, the rest ran eagerly. {fix}",
+            measured=seen,
+            required=want,
+        )

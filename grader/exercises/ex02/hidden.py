@@ -9,7 +9,7 @@ import torch
 
 from coursekit.lessons.graph_breaks.givens import sample_rows
 from grader.exercises.ex02.public import IN_FEATURES, RESULT_HINT, Case, broken, expect_cases, public_cases, weights
-from grader.judging import assert_close, assert_consistent
+from grader.judging import assert_close, assert_consistent, expect_linears
 from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
 from grader.speed import compare_checked
@@ -110,15 +110,13 @@ def scorer_speed(learner, ctx) -> Measured:
     staged = learner.ask(
         "ex02.timed_scorer", {"handle": "scorer"}, weights(model) | {"x": sample_rows(p.batch_size, IN_FEATURES, 5)}
     )
-    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
-    if staged.value("linears", int) < linears:
-        raise Shortfall(
-            f"torch.compile(FixedScorer) captured {staged.value('linears', int)} of its {linears} linear layers: "
-            "the rest ran eagerly (torch.compiler.disable, or code Dynamo skips), so there is nothing compiled to "
-            "time. Make forward one graph Dynamo can capture.",
-            measured=staged.value("linears", int),
-            required=linears,
-        )
+    expect_linears(
+        staged.value("linears", int),
+        (model,),
+        "the graphs of torch.compile(FixedScorer)",
+        "Nothing compiled is left to time (torch.compiler.disable, or code Dynamo skips): make forward one graph "
+        "Dynamo can capture.",
+    )
     reference = broken().to(ctx.device)
     compiled_broken = torch.compile(broken().to(ctx.device))
 

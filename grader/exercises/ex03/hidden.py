@@ -11,7 +11,7 @@ from coursekit.lessons.distillation.givens import ALPHA, LEARNING_RATE, TEMPERAT
 from grader.exercises.ex03.probes import FREEZE_HINT, INFERENCE_HINT
 from grader.exercises.ex03.public import FORMULA, ask_losses, batch_inputs, given_models, logits
 from grader.exercises.ex03.reference import ReferenceDistiller, eager_step, kd_loss
-from grader.judging import assert_close, assert_consistent
+from grader.judging import assert_close, assert_consistent, expect_linears
 from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
 from grader.speed import compare_checked
@@ -112,11 +112,6 @@ def step_training(learner, ctx) -> None:
     )
 
 
-def _model_linears(ctx) -> int:
-    """The linear layers of the given student and teacher: what one graph of the whole step calls."""
-    return sum(isinstance(m, torch.nn.Linear) for model in given_models(ctx, 0) for m in model.modules())
-
-
 def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int]:
     seeds = [ctx.secret_seed + 50 + i for i in range(2)]
     stance = [ctx.secret_seed + 60 + i for i in range(stance_steps)]
@@ -160,14 +155,12 @@ def step_no_graph_breaks(learner, ctx) -> Measured:
             measured=frames,
             required=1,
         )
-    want = _model_linears(ctx)
-    if linears < want:
-        raise Shortfall(
-            f"the one compiled graph calls {linears} of the student's and teacher's {want} linear layers: the rest "
-            "ran eagerly. Compile the whole Distiller (student, teacher and loss), not one part of it.",
-            measured=linears,
-            required=want,
-        )
+    expect_linears(
+        linears,
+        given_models(ctx, 0),
+        "the step's one compiled graph (student and teacher)",
+        "Compile the whole Distiller (student, teacher and loss), not one part of it.",
+    )
     return Measured(frames, 1, "one graph for student + teacher + loss")
 
 
@@ -198,15 +191,13 @@ def step_speed(learner, ctx) -> Measured:
     p = ctx.profile
     warm = [ctx.secret_seed + 70 + i for i in range(2)]
     staged = learner.ask("ex03.timed_step", {"seed": 3, "handle": "step"}, _steps(ctx, "warm", warm))
-    want = _model_linears(ctx)
-    if staged.value("linears", int) < want:
-        raise Shortfall(
-            f"the timed step's graphs call {staged.value('linears', int)} of the student's and teacher's {want} "
-            "linear layers: the rest ran eagerly, so this is not the compiled step. Compile the whole Distiller "
-            "with the backend make_train_step receives: torch.compile(distiller, backend=backend).",
-            measured=staged.value("linears", int),
-            required=want,
-        )
+    expect_linears(
+        staged.value("linears", int),
+        given_models(ctx, 3),
+        "the timed step's graphs (student and teacher)",
+        "This is not the compiled step: compile the whole Distiller with the backend make_train_step receives, "
+        "torch.compile(distiller, backend=backend).",
+    )
     student, teacher = given_models(ctx, 3)
     baseline = eager_step(
         *(lambda m: (m, make_optimizer(m)))(

@@ -18,7 +18,7 @@ from grader.exercises.ex04.public import (
     per_sequence,
     weights,
 )
-from grader.judging import assert_close, assert_consistent
+from grader.judging import assert_close, assert_consistent, linear_layers
 from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
 from grader.speed import same_cores, time_baseline, time_once
@@ -49,7 +49,7 @@ def _all_compiled(got, what: str) -> None:
     """Every batch of ``what`` called a compiled graph that holds the tagger (red team, session 19: a tagger left
     eager, or compiled for its first batch only, had passed the compile counts)."""
     linears, eager = got.value("linears", int), got.value("eager", int)
-    want = sum(isinstance(m, torch.nn.Linear) for m in naive().modules())
+    want = linear_layers(naive())
     if linears < want or eager:
         raise Shortfall(
             f"{what}: {eager} of {STREAM_BATCHES} batches called no compiled graph, and the graphs compile_tagger's "
@@ -129,7 +129,7 @@ def stream_speed(learner, ctx) -> Measured:
     model = naive()
     stream = hidden_stream(ctx)
     device_model = naive().to(ctx.device)
-    tagger_linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())  # feed-forward and head: 3
+    tagger_linears = linear_layers(model)  # feed-forward and head: 3
 
     def baseline() -> None:
         torch.compiler.reset()
