@@ -140,8 +140,8 @@ check:  ## workshop mode: check exercise EX=01 quickly (FULL=1 adds speed) + a p
 batch:  ## grade every submission in BATCH=dir (default $(COURSE)/submitted) into BATCH_OUT, resumably
 	$(BIN)/python -m grader batch $(BATCH) --out $(BATCH_OUT) --engine $(ENGINE) $(if $(WORKERS),--workers $(WORKERS)) $(if $(FORCE),--force) $(if $(UNSANDBOXED),--unsandboxed)
 
-gpu-check:  ## the course on a CUDA GPU in resumable steps, results in bench/results/gpu-check-*/ (STEPS='lesson-*', BUDGET=s, REDO=...)
-	$(PY) -m tools.gpu_check $(if $(STEPS),--steps $(STEPS)) $(if $(BUDGET),--budget-s $(BUDGET)) $(if $(REDO),--redo $(REDO))
+gpu-check:  ## the course on a CUDA GPU in resumable steps, results in bench/results/gpu-check-*/ (STEPS='lesson-*', BUDGET=s, REDO=..., PACK=x.tgz)
+	$(PY) -m tools.gpu_check $(if $(STEPS),--steps $(STEPS)) $(if $(BUDGET),--budget-s $(BUDGET)) $(if $(REDO),--redo $(REDO)) $(if $(PACK),--pack $(PACK))
 
 gpu-wheels:  ## download into .whl/ the wheels gpu-check needs on a GPU machine with torch and no registry (CPython 3.12)
 	$(PY) -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $(WHEEL_PLATFORMS) \

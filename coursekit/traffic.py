@@ -55,6 +55,7 @@ class Traffic:
 
     syncs: Counter = field(default_factory=Counter)
     host_tensors: Counter = field(default_factory=Counter)
+    sync_sites: Counter = field(default_factory=Counter)  # where each CUDA sync-debug warning was raised
 
     @property
     def sync_count(self) -> int:
@@ -70,7 +71,10 @@ class Traffic:
         def fmt(counts: Counter) -> str:
             return ", ".join(f"{k} x{v}" for k, v in counts.most_common()) or "none"
 
-        return f"device->host syncs: {fmt(self.syncs)}; host-built tensors / H2D copies: {fmt(self.host_tensors)}"
+        sites = f" (sync-debug warnings raised at {fmt(self.sync_sites)})" if self.sync_sites else ""
+        return (
+            f"device->host syncs: {fmt(self.syncs)}; host-built tensors / H2D copies: {fmt(self.host_tensors)}" + sites
+        )
 
 
 class _HostReads(TorchFunctionMode):
@@ -136,18 +140,40 @@ def host_reads_under_compile() -> bool:
 
 
 _profiler_warmed: set[str] = set()
+_watching: list[Traffic] = []  # the watches now open, innermost last
 
 
-def _warm_profiler(activities: list) -> None:
-    """Start and stop the profiler once per process and device before the first counted session, outside sync
-    debug mode: its first CUDA session initialises CUPTI, and on the first H100 run (torch 2.11) every probe
-    that watched a single call reported one sync that the lesson's second watched call of the same code did not."""
-    key = ",".join(sorted(str(a) for a in activities))
+def watching() -> bool:
+    """Whether a ``watch_traffic`` block is open: what runs now is counted."""
+    return bool(_watching)
+
+
+def _warm_profiler(activities: list, device: torch.device) -> None:
+    """Run one throw-away watched session per process and device before the first counted one, under the same
+    conditions (sync debug mode, the host-read mode, a kernel and a copy to the host): on the first H100 run
+    (torch 2.11) every probe that watched a single call reported one sync that the lesson's second watched call
+    of the same code did not, and on the H200 run (torch 2.11) warming the profiler alone, outside sync debug
+    mode, did not remove it. Its warnings are dropped."""
+    key = f"{device}:" + ",".join(sorted(str(a) for a in activities))
     if key in _profiler_warmed:
         return
-    with torch.profiler.profile(activities=activities):
-        pass
+    old_mode = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with torch.profiler.profile(activities=activities), _HostReads(Counter()):
+                (torch.ones(8, device=device) * 2).sum().cpu()
+                torch.cuda.synchronize(device)
+        finally:
+            torch.cuda.set_sync_debug_mode(old_mode)
     _profiler_warmed.add(key)
+
+
+def _site(w: warnings.WarningMessage) -> str:
+    """Where a caught warning came from, ``folder/file.py:line``, for a message that says what to look at."""
+    parts = str(w.filename).replace("\\", "/").split("/")
+    return f"{'/'.join(parts[-2:])}:{w.lineno}"
 
 
 @contextmanager
@@ -172,7 +198,7 @@ def watch_traffic(
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     if cuda:
-        _warm_profiler(activities)
+        _warm_profiler(activities, torch.device(device))
     old_mode = torch.cuda.get_sync_debug_mode() if cuda else 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -181,8 +207,13 @@ def watch_traffic(
         try:
             reads = _HostReads(traffic.syncs) if host_reads else nullcontext()
             with torch.profiler.profile(activities=activities) as prof, reads:
-                yield traffic
-                if cuda:
+                _watching.append(traffic)
+                try:
+                    yield traffic
+                finally:
+                    _watching.remove(traffic)
+                if cuda:  # the watch's own wait for the device's last kernels is not the code's sync
+                    torch.cuda.set_sync_debug_mode(0)
                     torch.cuda.synchronize()
         finally:
             if cuda:
@@ -191,5 +222,6 @@ def watch_traffic(
     for w in caught:
         if "synchronizing" in str(w.message):
             traffic.syncs["cuda sync debug warning"] += 1
+            traffic.sync_sites[_site(w)] += 1
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from coursekit.traffic import watching
+
 PROBES: dict[str, Callable[[Call], Reply]] = {}
 
 
@@ -89,7 +91,13 @@ class Call:
         return Call(self.namespace, {**self.args, **args}, self.inputs, self.device, self.state, self.allowed)
 
     def input(self, name: str, *, grad: bool = False) -> torch.Tensor:
-        """Input tensor ``name`` on the device, a fresh leaf (with ``requires_grad`` when asked)."""
+        """Input tensor ``name`` on the device, a fresh leaf (with ``requires_grad`` when asked). Not inside
+        ``watch_traffic``: on a GPU the copy would count as the learner's host-to-device traffic."""
+        if watching():
+            raise Failure(
+                f"the grader's probe copied its input {name!r} to the device while watching the learner's traffic: "
+                "a fault in the grader, tell your instructor"
+            )
         t = self.inputs[name].to(self.device)
         return t.detach().requires_grad_(grad) if grad else t
 

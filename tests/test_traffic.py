@@ -77,3 +77,29 @@ def test_a_host_read_nested_in_another_counts_once() -> None:
     traffic = Traffic()
     _count_profile(profile, traffic)
     assert dict(traffic.syncs) == {"aten::masked_select": 1}
+
+
+def test_the_judges_own_copies_inside_a_watch_are_a_grader_fault() -> None:
+    """A probe that copies its input to the device inside ``watch_traffic`` would charge the learner for the judge's
+    host-to-device copy on a GPU (the H200 run's train_step.no_sync): ``Call.input`` refuses it, on a CPU too."""
+    import pytest
+    import torch
+
+    from coursekit.traffic import watch_traffic, watching
+    from grader.probing import Call, Failure
+
+    call = Call({}, {}, {"x": torch.ones(3)}, "cpu", {})
+    assert call.input("x").sum() == 3
+    with watch_traffic("cpu"):
+        assert watching()
+        with pytest.raises(Failure, match="copied its input 'x'"):
+            call.input("x")
+    assert not watching()
+
+
+def test_the_summary_names_where_sync_warnings_were_raised() -> None:
+    traffic = Traffic()
+    traffic.syncs["cuda sync debug warning"] += 1
+    traffic.sync_sites["torch/_tensor.py:123"] += 1
+    assert "raised at torch/_tensor.py:123 x1" in traffic.summary()
+    assert "raised at" not in Traffic().summary()

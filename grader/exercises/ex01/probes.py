@@ -195,15 +195,21 @@ def _loss_fn(call: Call) -> nn.Module:
     return nn.CrossEntropyLoss(weight=call.input("class_weights"))
 
 
-def _raw_step(call: Call, model, optimizer, i: int):
-    loss_fn = _loss_fn(call)
+def _step_inputs(call: Call, i: int) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """Step ``i``'s loss, images and labels, on the device: made before a watched step, so the judge's own
+    host-to-device copies are not counted as the learner's (on the H200 run they were: two pageable copies)."""
+    return _loss_fn(call), call.input(f"images{i}"), call.input(f"labels{i}")
+
+
+def _raw_step(call: Call, model, optimizer, inputs: tuple[nn.Module, torch.Tensor, torch.Tensor]):
+    loss_fn, images, labels = inputs
     return learner_call(
         lambda: call.get("train_step")(
             model,
             loss_fn,
             optimizer,
-            call.input(f"images{i}"),
-            call.input(f"labels{i}"),
+            images,
+            labels,
             micro_batches=int(call.arg("micro_batches")),
             max_norm=float(call.arg("max_norm")),
         ),
@@ -228,7 +234,8 @@ def _checked(got) -> torch.Tensor:
 def train(call: Call) -> Reply:
     """The learner's train_step over the judge's batches, from the judge's weights: losses and final weights."""
     model, optimizer = _tiny_training(call)
-    losses = [_checked(_raw_step(call, model, optimizer, i)) for i in range(int(call.arg("steps")))]
+    steps = range(int(call.arg("steps")))
+    losses = [_checked(_raw_step(call, model, optimizer, _step_inputs(call, i))) for i in steps]
     return Reply(
         tensors={"losses": torch.stack(losses), **{f"param.{n}": p.detach().cpu() for n, p in model.named_parameters()}}
     )
@@ -238,7 +245,8 @@ def train(call: Call) -> Reply:
 def train_sync(call: Call) -> Reply:
     """Syncs in the learner's second train_step (the first is a warm-up)."""
     model, optimizer = _tiny_training(call)
-    _checked(_raw_step(call, model, optimizer, 0))
+    _checked(_raw_step(call, model, optimizer, _step_inputs(call, 0)))
+    watched = _step_inputs(call, 1)
     with watch_traffic(call.device) as seen:
-        got = _raw_step(call, model, optimizer, 1)
+        got = _raw_step(call, model, optimizer, watched)
     return Reply({"syncs": dict(seen.syncs), "summary": seen.summary()}, {"loss": _checked(got)})
