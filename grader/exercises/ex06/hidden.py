@@ -12,6 +12,7 @@ from coursekit.lessons.compile_time.givens import DEPTH, loss_fn, make_batch, ma
 from grader.exercises.ex06.probes import REGIONAL_HINT, counter
 from grader.exercises.ex06.public import (
     LINEARS_PER_BLOCK,
+    expect_every_block_compiled,
     expect_no_recompile,
     expect_one_graph_per_kind,
     expect_regional_values,
@@ -88,6 +89,9 @@ def regional_compile_time(learner, ctx) -> Measured:
                     f"the timed capture compiled no whole block: its graphs hold {sizes} linear layers, a block "
                     f"{LINEARS_PER_BLOCK}, so its time is not a regional compile's. " + REGIONAL_HINT
                 )
+            expect_every_block_compiled(
+                [got.value("compiled_linears", int)], got.value("blocks", int), "the timed capture"
+            )
             assert_close(
                 got.tensor("loss"),
                 want,

@@ -28,6 +28,7 @@ from coursekit.lessons.compile_time.givens import (
 )
 from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe
 
+LINEARS_PER_BLOCK = 4  # a ViT block: qkv, proj, fc1, fc2; a Mixer block: two in each of its two MLPs
 STEP_DEPTH = 2  # the training-loop checks use a shallow model: compiling AdamW's step costs time per parameter
 REGIONAL_HINT = (
     "Compile every submodule that is an instance of one of block_types in place, with "
@@ -47,10 +48,38 @@ SCHEDULES = {
 
 
 def counter(backend: str = "aot_eager"):
-    """A backend that counts the frames it compiles and keeps their graphs (``.graphs``)."""
+    """A backend that counts the frames it compiles, keeps their graphs (``.graphs``) and counts each graph's calls
+    (``.runs[i]`` for ``.graphs[i]``): a frame compiled once and then bypassed shows as a graph that stops running."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
-    return CompileCounterWithBackend(backend)
+    class GraphRuns(CompileCounterWithBackend):
+        def __init__(self) -> None:
+            super().__init__(backend)
+            self.runs: list[int] = []
+
+        def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+            compiled = super().__call__(gm, example_inputs)
+            index = len(self.runs)
+            self.runs.append(0)
+
+            def run(*args: Any) -> Any:
+                self.runs[index] += 1
+                return compiled(*args)
+
+            return run
+
+    return GraphRuns()
+
+
+def compiled_linears(count) -> int:
+    """Linear-layer calls so far inside compiled graphs: each graph's runs times the linear layers it holds (a
+    forward of a model whose blocks all run compiled makes ``blocks * LINEARS_PER_BLOCK`` of them)."""
+    return sum(r * linear_calls(g) for g, r in zip(count.graphs, count.runs))
+
+
+def adam_runs(count) -> int:
+    """Calls so far into graphs that hold AdamW's update (its addcdiv/addcmul)."""
+    return sum(r for g, r in zip(count.graphs, count.runs) if "addc" in g.code)
 
 
 def build(spec: dict, seed: int, device: str) -> tuple[nn.Module, tuple[type, ...]]:
@@ -103,11 +132,12 @@ def regional_graphs(call: Call) -> Reply:
     count = counter("aot_eager")
     got, model, _ = regional(call, seed, count, spec)
     first, _ = forward_backward(got, model, make_batch(seed, call.device), "the model after compile_blocks")
-    frames_first = count.frame_count
+    frames_first, linears_first = count.frame_count, compiled_linears(count)
     second, _ = forward_backward(got, model, make_batch(seed + 1, call.device), "the model after compile_blocks")
     return Reply(
         {
             "blocks": sum(isinstance(m, (MixerBlock, Block)) for m in model.modules()),
+            "compiled_linears": [linears_first, compiled_linears(count) - linears_first],
             "kinds": len({type(m) for m in model.modules() if isinstance(m, (MixerBlock, Block))}),
             "frames_first": frames_first,
             "frames_second": count.frame_count,
@@ -197,13 +227,19 @@ def train(call: Call) -> Reply:
 
 @probe("ex06.train_frames")
 def train_frames(call: Call) -> Reply:
-    """The learner's loop with a counting ``eager`` backend: frames after each step, and whether AdamW's update
-    (its addcdiv/addcmul) is in a compiled graph."""
+    """The learner's loop with a counting ``eager`` backend: frames after each step, whether AdamW's update (its
+    addcdiv/addcmul) is in a compiled graph, and how often such a graph ran by the end of each step."""
     count = counter("eager")
     frames: list[int] = []
-    losses, _, _ = learner_run(call, count, on_step=lambda i: frames.append(count.frame_count))
+    updates: list[int] = []
+
+    def after_step(i: int) -> None:
+        frames.append(count.frame_count)
+        updates.append(adam_runs(count))
+
+    losses, _, _ = learner_run(call, count, on_step=after_step)
     return Reply(
-        {"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs)},
+        {"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs), "adam_runs": updates},
         {"losses": torch.stack(losses)},
     )
 
@@ -223,6 +259,11 @@ def cold_capture(call: Call) -> Reply:
     if torch.device(call.device).type == "cuda":
         torch.cuda.synchronize()
     return Reply(
-        {"frames": count.frame_count, "linears": [linear_calls(g) for g in count.graphs]},
+        {
+            "frames": count.frame_count,
+            "linears": [linear_calls(g) for g in count.graphs],
+            "blocks": sum(isinstance(m, Block) for m in model.modules()),
+            "compiled_linears": compiled_linears(count),
+        },
         {"loss": plain(loss, "the loss")},
     )

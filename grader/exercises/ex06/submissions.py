@@ -60,6 +60,38 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # two independent slips: '_orig_mod.' in the state_dict keys; gradients that pile up from step 2
         {"ex06.regional.values", "ex06.regional.other_model", "ex06.step.values", "ex06.step.other_schedules"},
     ),
+    "float rates, only the first step compiled": (
+        {
+            '"lr": torch.tensor(lr)}': '"lr": lr}',
+            '"lr": torch.tensor(HEAD_LR_SCALE * lr)}': '"lr": HEAD_LR_SCALE * lr}',
+            "    criterion = loss_fn()\n": "    criterion, done = loss_fn(), []\n",
+            "        update()\n": (
+                "        if done:  # every later step eager: the new rates never reach a compiled graph\n"
+                "            optimizer.step()\n"
+                "            scheduler.step()\n"
+                "        else:\n"
+                "            update()\n"
+                "        done.append(1)\n"
+            ),
+        },
+        # right values and no recompile counted, since only the first step compiles (red team, session 19: it
+        # had passed both recompile checks)
+        {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
+    ),
+    "one block of each kind compiled": (
+        {
+            LOOP: (
+                "    kinds = set()\n"
+                "    for module in model.modules():\n"
+                "        if isinstance(module, block_types) and type(module) not in kinds:\n"
+                "            kinds.add(type(module))\n"
+                "            module.compile(backend=backend)\n"
+            )
+        },
+        # one graph per kind and the right values, but the other blocks run eagerly (red team, session 19: it had
+        # taken every regional point, its cold capture 5.8x against the reference's 4.8x)
+        {"ex06.regional.one_graph", "ex06.regional.other_model", "ex06.regional.compile_time"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
