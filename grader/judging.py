@@ -108,15 +108,15 @@ def linear_layers(*models: torch.nn.Module) -> int:
     return sum(isinstance(m, torch.nn.Linear) for model in models for m in model.modules())
 
 
-def expect_linears(seen: int, models: tuple[torch.nn.Module, ...], what: str, fix: str) -> None:
+def expect_linears(seen: int, models: tuple[torch.nn.Module, ...], what: str, fix: str, *, gate: bool = False) -> None:
     """The graphs a counting backend kept call ``seen`` linear layers (``grader.probing.linear_calls``): fewer than
-    ``models`` hold means part of the model ran eagerly, whatever the frame counts or the timing say."""
+    ``models`` hold means part of the model ran eagerly, whatever the frame counts or the timing say. ``gate``: a
+    speed check's precondition, failed without a measurement (a count is not a speedup, in a report or its chart)."""
     from grader.registry import Shortfall
 
     want = linear_layers(*models)
     if seen < want:
-        raise Shortfall(
-            f"{what}: {seen} of the model's {want} linear layers called, the rest ran eagerly. {fix}",
-            measured=seen,
-            required=want,
-        )
+        message = f"{what}: {seen} of the model's {want} linear layers called, the rest ran eagerly. {fix}"
+        if gate:
+            raise AssertionError(message)
+        raise Shortfall(message, measured=seen, required=want)

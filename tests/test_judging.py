@@ -26,3 +26,19 @@ def test_float32_tolerance_widens_on_a_gpu_for_reduction_order_but_not_for_wrong
     with pytest.raises(AssertionError, match="max abs difference 0.01"):
         judging.assert_close(wrong, expected, torch.float32, "masked mean")
     assert judging.tolerance(torch.bfloat16) == judging.TOLERANCES[torch.bfloat16]
+
+
+def test_a_speed_checks_linear_gate_fails_without_a_measurement() -> None:
+    """In a structure check the linear-layer count is the measurement; in a speed check it is a precondition, and a
+    count shown as "11.00x against 22.00x" (in the report and its chart) would read as a speedup."""
+    from grader.judging import expect_linears
+    from grader.registry import Shortfall
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    with pytest.raises(Shortfall) as counted:
+        expect_linears(1, (model,), "the graphs", "Compile it.")
+    assert (counted.value.measured, counted.value.required) == (1, 2)
+    with pytest.raises(AssertionError) as gated:
+        expect_linears(1, (model,), "the graphs", "Compile it.", gate=True)
+    assert not isinstance(gated.value, Shortfall) and "1 of the model's 2 linear layers" in str(gated.value)
+    expect_linears(2, (model,), "the graphs", "Compile it.", gate=True)  # enough: no error

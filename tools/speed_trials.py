@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{meta['device']}, {os.cpu_count()} cores, profile `{profile.name}`, torch {torch.__version__}, "
         f"{meta['created']}. Written by `tools/speed_trials.py`.",
         "",
+        "`gated`: failed before any timing, by the check's precondition (what is timed must be compiled: a baseline",
+        "that leaves it eager never reaches the clock).",
+        "",
         "| check | required | reference: passed, measured | baseline: passed, measured |",
         "|---|---|---|---|",
     ]
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         shown = {
             s: f"{sum(r['passed'] for r in rs)}/{len(rs)}, "
-            + " ".join(f"{r['measured']:.2f}" if r["measured"] is not None else "-" for r in rs)
+            + " ".join(f"{r['measured']:.2f}" if r["measured"] is not None else "gated" for r in rs)
             for s, rs in rows.items()
         }
         lines.append(

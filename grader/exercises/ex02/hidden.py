@@ -116,6 +116,7 @@ def scorer_speed(learner, ctx) -> Measured:
         "the graphs of torch.compile(FixedScorer)",
         "Nothing compiled is left to time (torch.compiler.disable, or code Dynamo skips): make forward one graph "
         "Dynamo can capture.",
+        gate=True,
     )
     reference = broken().to(ctx.device)
     compiled_broken = torch.compile(broken().to(ctx.device))

@@ -197,6 +197,7 @@ def step_speed(learner, ctx) -> Measured:
         "the timed step's graphs (student and teacher)",
         "This is not the compiled step: compile the whole Distiller with the backend make_train_step receives, "
         "torch.compile(distiller, backend=backend).",
+        gate=True,
     )
     student, teacher = given_models(ctx, 3)
     baseline = eager_step(
