@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from coursekit.traffic import watching
+from coursekit import traffic
 
 PROBES: dict[str, Callable[[Call], Reply]] = {}
 
@@ -93,7 +93,7 @@ class Call:
     def input(self, name: str, *, grad: bool = False) -> torch.Tensor:
         """Input tensor ``name`` on the device, a fresh leaf (with ``requires_grad`` when asked). Not inside
         ``watch_traffic``: on a GPU the copy would count as the learner's host-to-device traffic."""
-        if watching():
+        if traffic._open_watches[0]:  # noqa: SLF001 - the watch's own counter, shared with the grader
             raise Failure(
                 f"the grader's probe copied its input {name!r} to the device while watching the learner's traffic: "
                 "a fault in the grader, tell your instructor"

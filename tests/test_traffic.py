@@ -85,16 +85,17 @@ def test_the_judges_own_copies_inside_a_watch_are_a_grader_fault() -> None:
     import pytest
     import torch
 
-    from coursekit.traffic import watch_traffic, watching
+    from coursekit import traffic
+    from coursekit.traffic import watch_traffic
     from grader.probing import Call, Failure
 
     call = Call({}, {}, {"x": torch.ones(3)}, "cpu", {})
     assert call.input("x").sum() == 3
     with watch_traffic("cpu"):
-        assert watching()
+        assert traffic._open_watches[0] == 1
         with pytest.raises(Failure, match="copied its input 'x'"):
             call.input("x")
-    assert not watching()
+    assert traffic._open_watches[0] == 0
 
 
 def test_the_summary_names_where_sync_warnings_were_raised() -> None:

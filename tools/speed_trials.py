@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{meta['device']}, {os.cpu_count()} cores, profile `{profile.name}`, torch {torch.__version__}, "
         f"{meta['created']}. Written by `tools/speed_trials.py`.",
         "",
-        "`gated`: failed before any timing, by the check's precondition (what is timed must be compiled: a baseline",
-        "that leaves it eager never reaches the clock).",
+        "`no ratio`: failed without a measured speedup: by a precondition (what is timed must be compiled, so a",
+        "baseline that leaves it eager is stopped there) or by a wrong value during timing; its message says which.",
         "",
         "| check | required | reference: passed, measured | baseline: passed, measured |",
         "|---|---|---|---|",
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         shown = {
             s: f"{sum(r['passed'] for r in rs)}/{len(rs)}, "
-            + " ".join(f"{r['measured']:.2f}" if r["measured"] is not None else "gated" for r in rs)
+            + " ".join(f"{r['measured']:.2f}" if r["measured"] is not None else "no ratio" for r in rs)
             for s, rs in rows.items()
         }
         lines.append(

@@ -121,26 +121,13 @@ def counted(call: Call) -> Reply:
     )
 
 
-@probe("ex04.stage_stream")
-def stage_stream(call: Call) -> Reply:
-    """Keep a timed stream's batches (CPU tensors, as collate gets them) and weights for ``ex04.cold_stream``: the
-    judge's baseline sends nothing between processes, so the timed request carries none of it either."""
-    call.state.setdefault("ex04.streams", {})[call.arg("handle")] = (dict(call.args), dict(call.inputs))
-    return Reply({"staged": len(call.inputs)})
-
-
 @probe("ex04.cold_stream")
 def cold_stream(call: Call) -> Reply:
-    """A cold staged stream, timed by the judge: compile_tagger on a fresh compile state, then every batch in order.
+    """A cold stream, timed by the judge: compile_tagger on a fresh compile state, then every batch in order.
     Every batch's output comes back: the judge checks batches it picks after the answer arrived. The backend
     counts what it compiles: the linear layers in its graphs (none where the model ran eagerly)."""
     from coursekit.lessons.dynamic_shapes.bench import RunCounter
 
-    staged = call.state.get("ex04.streams", {}).pop(call.arg("handle"), None)
-    if staged is None:
-        raise Failure(f"no stream staged under {call.arg('handle')!r}: a fault in the grader, tell your instructor")
-    args, inputs = staged
-    call = Call(call.namespace, {**args, **call.args}, inputs, call.device, call.state, call.allowed)
     model = tagger(call)
     torch.compiler.reset()
     counter = RunCounter(call.arg("backend"))

@@ -89,9 +89,7 @@ def regional_compile_time(learner, ctx) -> Measured:
                     f"the timed capture compiled no whole block: its graphs hold {sizes} linear layers, a block "
                     f"{LINEARS_PER_BLOCK}, so its time is not a regional compile's. " + REGIONAL_HINT
                 )
-            expect_every_block_compiled(
-                [got.value("compiled_linears", int)], got.value("blocks", int), "the timed capture"
-            )
+            expect_every_block_compiled(got, DEPTH, "the timed capture", steps=1)
             assert_close(
                 got.tensor("loss"),
                 want,

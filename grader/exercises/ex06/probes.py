@@ -48,22 +48,28 @@ SCHEDULES = {
 
 
 def counter(backend: str = "aot_eager"):
-    """A backend that counts the frames it compiles, keeps their graphs (``.graphs``) and counts each graph's calls
-    (``.runs[i]`` for ``.graphs[i]``): a frame compiled once and then bypassed shows as a graph that stops running."""
+    """A backend that counts the frames it compiles and keeps their graphs (``.graphs``), and for each graph
+    ``.graphs[i]`` counts its calls (``.runs[i]``) and the storages of the tensors it reads (``.touched[i]``, data
+    pointers: its own parameters and buffers, where an optimizer's are baked in, and every call's arguments, where a
+    module's arrive). A frame compiled once and then bypassed shows as a graph that stops running; one that runs
+    with some other module's weights shows which weights it read."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
     class GraphRuns(CompileCounterWithBackend):
         def __init__(self) -> None:
             super().__init__(backend)
             self.runs: list[int] = []
+            self.touched: list[set[int]] = []
 
         def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-            compiled = super().__call__(gm, example_inputs)
-            index = len(self.runs)
+            index = len(self.runs)  # appended before the backend runs, as super() appends the graph
             self.runs.append(0)
+            self.touched.append({t.data_ptr() for t in (*gm.parameters(), *gm.buffers())})
+            compiled = super().__call__(gm, example_inputs)
 
             def run(*args: Any) -> Any:
                 self.runs[index] += 1
+                self.touched[index].update(a.data_ptr() for a in args if isinstance(a, torch.Tensor))
                 return compiled(*args)
 
             return run
@@ -77,9 +83,22 @@ def compiled_linears(count) -> int:
     return sum(r * linear_calls(g) for g, r in zip(count.graphs, count.runs))
 
 
-def adam_runs(count) -> int:
-    """Calls so far into graphs that hold AdamW's update (its addcdiv/addcmul)."""
-    return sum(r for g, r in zip(count.graphs, count.runs) if "addc" in g.code)
+def compiled_blocks(count, model: nn.Module, block_types: tuple[type, ...]) -> int:
+    """The blocks of ``model`` whose linear layers' weights a compiled graph of a whole block (``LINEARS_PER_BLOCK``
+    linear layers) has read: a block that ran eagerly, whatever else it called, is not one."""
+    read = [t for g, r, t in zip(count.graphs, count.runs, count.touched) if r and linear_calls(g) >= LINEARS_PER_BLOCK]
+    found = 0
+    for block in (m for m in model.modules() if isinstance(m, block_types)):
+        weights = {m.weight.data_ptr() for m in block.modules() if isinstance(m, nn.Linear)}
+        found += any(weights <= t for t in read)
+    return found
+
+
+def adam_runs(count, model: nn.Module) -> int:
+    """Calls so far into graphs that hold AdamW's update (its addcdiv/addcmul) and read every parameter of
+    ``model``: a compiled update of something else is not the optimizer's."""
+    params = {p.data_ptr() for p in model.parameters()}
+    return sum(r for g, r, t in zip(count.graphs, count.runs, count.touched) if "addc" in g.code and params <= t)
 
 
 def build(spec: dict, seed: int, device: str) -> tuple[nn.Module, tuple[type, ...]]:
@@ -136,9 +155,8 @@ def regional_graphs(call: Call) -> Reply:
     second, _ = forward_backward(got, model, make_batch(seed + 1, call.device), "the model after compile_blocks")
     return Reply(
         {
-            "blocks": sum(isinstance(m, (MixerBlock, Block)) for m in model.modules()),
             "compiled_linears": [linears_first, compiled_linears(count) - linears_first],
-            "kinds": len({type(m) for m in model.modules() if isinstance(m, (MixerBlock, Block))}),
+            "compiled_blocks": compiled_blocks(count, model, (MixerBlock, Block)),
             "frames_first": frames_first,
             "frames_second": count.frame_count,
             "linears": [linear_calls(g) for g in count.graphs],
@@ -211,7 +229,7 @@ def learner_run(call: Call, backend: Any, on_step=None) -> tuple[list[torch.Tens
         losses.append(value)
         lrs.append([float(g["lr"]) for g in opt.param_groups])
         if on_step is not None:
-            on_step(i)
+            on_step(i, model)
     return losses, lrs, model
 
 
@@ -233,9 +251,9 @@ def train_frames(call: Call) -> Reply:
     frames: list[int] = []
     updates: list[int] = []
 
-    def after_step(i: int) -> None:
+    def after_step(i: int, model: nn.Module) -> None:
         frames.append(count.frame_count)
-        updates.append(adam_runs(count))
+        updates.append(adam_runs(count, model))
 
     losses, _, _ = learner_run(call, count, on_step=after_step)
     return Reply(
@@ -262,8 +280,8 @@ def cold_capture(call: Call) -> Reply:
         {
             "frames": count.frame_count,
             "linears": [linear_calls(g) for g in count.graphs],
-            "blocks": sum(isinstance(m, Block) for m in model.modules()),
-            "compiled_linears": compiled_linears(count),
+            "compiled_linears": [compiled_linears(count)],
+            "compiled_blocks": compiled_blocks(count, model, (Block,)),
         },
         {"loss": plain(loss, "the loss")},
     )

@@ -92,6 +92,44 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # taken every regional point, its cold capture 5.8x against the reference's 4.8x)
         {"ex06.regional.one_graph", "ex06.regional.other_model", "ex06.regional.compile_time"},
     ),
+    "eager blocks that also call a compiled one": (
+        {
+            LOOP: (
+                "    first = {}\n"
+                "    for module in model.modules():\n"
+                "        if isinstance(module, block_types) and type(module) not in first:\n"
+                "            module.compile(backend=backend)\n"
+                "            first[type(module)] = module\n"
+                "        elif isinstance(module, block_types):  # eager, plus a call of the compiled twin\n"
+                "            own, twin = module.forward, first[type(module)]\n"
+                "            module.forward = lambda x, own=own, twin=twin: (twin(x.detach()), own(x))[1]\n"
+            )
+        },
+        # as many compiled linear-layer calls as the reference, but each eager block feeds the compiled twin its
+        # input, not its weights (a review of session 20's fix, which had counted calls only)
+        {"ex06.regional.one_graph", "ex06.regional.other_model", "ex06.regional.compile_time"},
+    ),
+    "float rates, a token compiled update every step": (
+        {
+            '"lr": torch.tensor(lr)}': '"lr": lr}',
+            '"lr": torch.tensor(HEAD_LR_SCALE * lr)}': '"lr": HEAD_LR_SCALE * lr}',
+            "    criterion = loss_fn()\n": (
+                "    criterion, done = loss_fn(), []\n"
+                "    token = torch.compile(lambda t: torch.addcmul(t, t, t), backend=backend)\n"
+            ),
+            "        update()\n": (
+                "        if done:  # the real update eager, a compiled addcmul of nothing beside it\n"
+                "            optimizer.step()\n"
+                "            scheduler.step()\n"
+                "            token(torch.ones(1))\n"
+                "        else:\n"
+                "            update()\n"
+                "        done.append(1)\n"
+            ),
+        },
+        # a graph with addcmul runs every step, but not over the model's parameters (a review of session 20's fix)
+        {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
