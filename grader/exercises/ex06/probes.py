@@ -94,11 +94,14 @@ def compiled_blocks(count, model: nn.Module, block_types: tuple[type, ...]) -> i
     return found
 
 
-def adam_runs(count, model: nn.Module) -> int:
-    """Calls so far into graphs that hold AdamW's update (its addcdiv/addcmul) and read every parameter of
-    ``model``: a compiled update of something else is not the optimizer's."""
+def updated_compiled(count, model: nn.Module, runs_before: list[int]) -> bool:
+    """Whether the graphs that hold AdamW's update (its addcdiv/addcmul) and ran since ``runs_before`` read every
+    parameter of ``model`` between them: a compiled update of something else is not the optimizer's, and an update
+    split across graphs (a break between parameter groups) still counts."""
     params = {p.data_ptr() for p in model.parameters()}
-    return sum(r for g, r, t in zip(count.graphs, count.runs, count.touched) if "addc" in g.code and params <= t)
+    ran = [i for i, r in enumerate(count.runs) if r > (runs_before[i] if i < len(runs_before) else 0)]
+    read = set().union(*(count.touched[i] for i in ran if "addc" in count.graphs[i].code))
+    return params <= read
 
 
 def build(spec: dict, seed: int, device: str) -> tuple[nn.Module, tuple[type, ...]]:
@@ -250,14 +253,16 @@ def train_frames(call: Call) -> Reply:
     count = counter("eager")
     frames: list[int] = []
     updates: list[int] = []
+    runs_before: list[int] = []
 
     def after_step(i: int, model: nn.Module) -> None:
         frames.append(count.frame_count)
-        updates.append(adam_runs(count, model))
+        updates.append(int(updated_compiled(count, model, runs_before)))
+        runs_before[:] = count.runs
 
     losses, _, _ = learner_run(call, count, on_step=after_step)
     return Reply(
-        {"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs), "adam_runs": updates},
+        {"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs), "compiled_updates": updates},
         {"losses": torch.stack(losses)},
     )
 
