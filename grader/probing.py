@@ -193,6 +193,38 @@ def op_calls(graph: torch.fx.GraphModule, names: tuple[str, ...]) -> int:
     )
 
 
+def graph_runs(backend: Any) -> Any:
+    """A counting backend: Dynamo's ``CompileCounterWithBackend`` (frames, and the graphs it kept in ``.graphs``),
+    plus for each graph ``.graphs[i]`` its calls (``.runs[i]``) and the storages of the tensors it read
+    (``.touched[i]``, data pointers: its own parameters and buffers, where an optimizer's are baked in, and every
+    call's arguments, where a module's arrive under ``inline_inbuilt_nn_modules``). A frame compiled once and then
+    bypassed shows as a graph that stops running; a graph run with some other module's weights shows which it read.
+    Dynamo's testing module is imported here, not with this module: imported early in a worker, Inductor fixes its
+    cache folder before the worker points it at its scratch folder."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    class GraphRuns(CompileCounterWithBackend):
+        def __init__(self) -> None:
+            super().__init__(backend)
+            self.runs: list[int] = []
+            self.touched: list[set[int]] = []
+
+        def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+            index = len(self.runs)  # appended before the backend runs, as super() appends the graph
+            self.runs.append(0)
+            self.touched.append({t.data_ptr() for t in (*gm.parameters(), *gm.buffers())})
+            compiled = super().__call__(gm, example_inputs)
+
+            def run(*args: Any) -> Any:
+                self.runs[index] += 1
+                self.touched[index].update(a.data_ptr() for a in args if isinstance(a, torch.Tensor))
+                return compiled(*args)
+
+            return run
+
+    return GraphRuns()
+
+
 def run(name: str, call: Call) -> Reply:
     """Run probe ``name`` on ``call`` (a ``KeyError`` for an unknown probe)."""
     reply = PROBES[name](call)

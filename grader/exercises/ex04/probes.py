@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from coursekit.lessons.dynamic_shapes.givens import MAX_LEN, NaiveTagger
-from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe
+from grader.probing import Call, Failure, Reply, graph_runs, learner_call, linear_calls, plain, probe
 
 
 @probe("ex04.buckets")
@@ -74,9 +74,9 @@ def run_counted(call: Call, fn, names: list[str], counter) -> tuple[dict[str, to
     counts calls into the graphs its backend compiled): eager fallbacks, or code that stops compiling."""
     outs, eager = {}, []
     for name in names:
-        runs = counter.runs
+        runs = sum(counter.runs)
         outs |= run_batches(call, fn, [name])
-        if counter.runs == runs:
+        if sum(counter.runs) == runs:
             eager.append(name)
     return outs, eager
 
@@ -96,11 +96,9 @@ def counted(call: Call) -> Reply:
     """The stream compiled with a counting backend: frames after it (and whether a recompile was refused under
     ``set_stance("fail_on_recompile")`` after one warm-up batch per bucket, when asked), the linear layers its
     graphs hold, and the stream's batches that called no compiled graph."""
-    from coursekit.lessons.dynamic_shapes.bench import RunCounter
-
     model = tagger(call)
     torch.compiler.reset()
-    counter = RunCounter("inductor")
+    counter = graph_runs("inductor")
     compile_tagger = call.get("compile_tagger")
     compiled = learner_call(lambda: compile_tagger(model, backend=counter), (), "compile_tagger")
     warm = [n for n in call.arg("rows") if n.startswith("warm")]
@@ -126,11 +124,9 @@ def cold_stream(call: Call) -> Reply:
     """A cold stream, timed by the judge: compile_tagger on a fresh compile state, then every batch in order.
     Every batch's output comes back: the judge checks batches it picks after the answer arrived. The backend
     counts what it compiles: the linear layers in its graphs (none where the model ran eagerly)."""
-    from coursekit.lessons.dynamic_shapes.bench import RunCounter
-
     model = tagger(call)
     torch.compiler.reset()
-    counter = RunCounter(call.arg("backend"))
+    counter = graph_runs(call.arg("backend"))
     compile_tagger = call.get("compile_tagger")
     compiled = learner_call(lambda: compile_tagger(model, backend=counter), (), "compile_tagger")
     outs, eager = run_counted(call, compiled, list(call.arg("rows")), counter)

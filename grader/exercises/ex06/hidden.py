@@ -9,7 +9,7 @@ import statistics
 import torch
 
 from coursekit.lessons.compile_time.givens import DEPTH, loss_fn, make_batch, make_model
-from grader.exercises.ex06.probes import REGIONAL_HINT, counter
+from grader.exercises.ex06.probes import REGIONAL_HINT
 from grader.exercises.ex06.public import (
     LINEARS_PER_BLOCK,
     expect_every_block_compiled,
@@ -20,6 +20,7 @@ from grader.exercises.ex06.public import (
 )
 from grader.judging import assert_close
 from grader.numbers import distinct
+from grader.probing import graph_runs
 from grader.registry import Measured, Shortfall, check
 from grader.speed import same_cores, time_baseline, time_once
 
@@ -62,7 +63,7 @@ def whole_model_capture(ctx, seed: int):
         torch.compiler.reset()
         model = make_model(seed, ctx.device)
         images, labels = make_batch(seed, ctx.device)
-        compiled = torch.compile(model, backend=counter("aot_eager"))
+        compiled = torch.compile(model, backend=graph_runs("aot_eager"))
         loss = loss_fn()(compiled(images), labels)
         loss.backward()
         return loss.detach()

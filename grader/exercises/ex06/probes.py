@@ -26,7 +26,7 @@ from coursekit.lessons.compile_time.givens import (
     make_model,
     make_scheduler,
 )
-from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe
+from grader.probing import Call, Failure, Reply, graph_runs, learner_call, linear_calls, plain, probe
 
 LINEARS_PER_BLOCK = 4  # a ViT block: qkv, proj, fc1, fc2; a Mixer block: two in each of its two MLPs
 STEP_DEPTH = 2  # the training-loop checks use a shallow model: compiling AdamW's step costs time per parameter
@@ -45,36 +45,6 @@ SCHEDULES = {
     "LinearLR": partial(LinearLR, start_factor=0.25, total_iters=4),
     "StepLR": partial(StepLR, step_size=2, gamma=0.5),
 }
-
-
-def counter(backend: str = "aot_eager"):
-    """A backend that counts the frames it compiles and keeps their graphs (``.graphs``), and for each graph
-    ``.graphs[i]`` counts its calls (``.runs[i]``) and the storages of the tensors it reads (``.touched[i]``, data
-    pointers: its own parameters and buffers, where an optimizer's are baked in, and every call's arguments, where a
-    module's arrive). A frame compiled once and then bypassed shows as a graph that stops running; one that runs
-    with some other module's weights shows which weights it read."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
-    class GraphRuns(CompileCounterWithBackend):
-        def __init__(self) -> None:
-            super().__init__(backend)
-            self.runs: list[int] = []
-            self.touched: list[set[int]] = []
-
-        def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-            index = len(self.runs)  # appended before the backend runs, as super() appends the graph
-            self.runs.append(0)
-            self.touched.append({t.data_ptr() for t in (*gm.parameters(), *gm.buffers())})
-            compiled = super().__call__(gm, example_inputs)
-
-            def run(*args: Any) -> Any:
-                self.runs[index] += 1
-                self.touched[index].update(a.data_ptr() for a in args if isinstance(a, torch.Tensor))
-                return compiled(*args)
-
-            return run
-
-    return GraphRuns()
 
 
 def compiled_linears(count) -> int:
@@ -151,7 +121,7 @@ def regional_values(call: Call) -> Reply:
 def regional_graphs(call: Call) -> Reply:
     """``compile_blocks`` with a counting backend over two steps: frames after each, and linears per graph."""
     seed, spec = int(call.arg("seed")), call.arg("model") or {}
-    count = counter("aot_eager")
+    count = graph_runs("aot_eager")
     got, model, _ = regional(call, seed, count, spec)
     first, _ = forward_backward(got, model, make_batch(seed, call.device), "the model after compile_blocks")
     frames_first, linears_first = count.frame_count, compiled_linears(count)
@@ -250,7 +220,7 @@ def train(call: Call) -> Reply:
 def train_frames(call: Call) -> Reply:
     """The learner's loop with a counting ``eager`` backend: frames after each step, whether AdamW's update (its
     addcdiv/addcmul) is in a compiled graph, and how often such a graph ran by the end of each step."""
-    count = counter("eager")
+    count = graph_runs("eager")
     frames: list[int] = []
     updates: list[int] = []
     runs_before: list[int] = []
@@ -275,7 +245,7 @@ def cold_capture(call: Call) -> Reply:
     seed = int(call.arg("seed"))
     model = make_model(seed, call.device)
     images, labels = make_batch(seed, call.device)
-    count = counter("aot_eager")
+    count = graph_runs("aot_eager")
     compiled = learner_call(call.get("compile_blocks"), (model, (Block,), count), "compile_blocks", REGIONAL_HINT)
     loss = loss_fn()(compiled(images), labels)
     loss.backward()
