@@ -31,8 +31,8 @@ COMPAT_VENV ?= .venv-compat
 COMPAT_TORCH ?= 2.11.0
 COMPAT_TORCHVISION ?= 0.26.0
 # what can differ between torch versions: lessons and solutions executed, references graded, the lessons' own tests,
-# and what `make test` leaves to this pass (marker compat: the solution notebooks, the wrong submissions that fail only
-# checks an earlier one already fails; -k matches a test's markers too)
+# and what `make test` leaves to this pass (marker compat: the lesson and solution notebooks, the wrong submissions that
+# fail only checks an earlier one already fails; -k matches a test's markers too)
 COMPAT_TESTS := -k "compat or executes_top_to_bottom or solution_passes_every_correctness or not (test_grader or test_notebooks \
 	or test_workflow or test_browser or test_loader or test_sandbox or test_gpu_check or test_integrity or test_quiet)"
 # on a GPU machine that has torch but no .venv (see README, "The first run on a GPU"), its own python3
@@ -42,7 +42,7 @@ WHEEL_PLATFORMS := $(foreach n,1 2014 _2_5 _2_17 _2_24 _2_26 _2_27 _2_28 _2_31 _
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
-.PHONY: help setup lint format test test-fast lab grade exercises fixtures check-exercises bench clean test-browser \
+.PHONY: help setup lint format test test-fast test-notebooks lab grade exercises fixtures check-exercises bench clean test-browser \
 	release collect autograde feedback export calibrate warm-cache check batch speed-trials gpu-check gpu-wheels test-compat
 
 help:  ## list the targets
@@ -85,6 +85,9 @@ test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(
 	$(COMPAT_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(COMPAT_VENV)/bin/python -c "import torch, torchvision, timm; print('compat: torch', torch.__version__, '| torchvision', torchvision.__version__)"
 	$(PARALLEL_ENV) $(COMPAT_VENV)/bin/python -m pytest -m "not timing" -n $(TEST_JOBS) $(XDIST_ORDER) $(COMPAT_TESTS) --junitxml=reports/tests-compat.xml
+
+test-notebooks:  ## execute every lesson and solution notebook on the pinned torch (CI executes them in test-compat, on torch 2.11)
+	$(PARALLEL_ENV) $(BIN)/python -m pytest tests/test_notebooks.py -k executes_top_to_bottom -n $(TEST_JOBS) $(XDIST_ORDER)
 
 test-browser:  ## JupyterLab in Debian's Chromium (Playwright): a lesson run from the Run menu, an exercise's PASS and FAIL lines, TensorBoard
 	$(BIN)/python -m pytest -m browser --junitxml=reports/tests-browser.xml
