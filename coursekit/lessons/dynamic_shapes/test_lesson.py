@@ -213,6 +213,27 @@ def test_exercise_4_states_the_hidden_stream_it_is_graded_on() -> None:
     assert f"`{hidden.STREAM_BACKEND}`" in text
 
 
+def test_exercise_4_times_every_trial_on_sequences_no_other_stream_held() -> None:
+    """Exercise 4's speed check gives each timed trial a stream of its own: a compile_tagger that remembers outputs
+    by input (session 20: with one stream for all five trials it could have answered four from memory) finds no
+    sequence it has seen, in another trial or in the untimed outputs check."""
+    from types import SimpleNamespace
+
+    from grader.exercises.ex04 import hidden
+
+    ctx = SimpleNamespace(secret_seed=20261126)
+    streams = [hidden.hidden_stream(ctx)] + [hidden.hidden_stream(ctx, t) for t in range(hidden.STREAM_TRIALS)]
+    seen: set[bytes] = set()
+    for stream in streams:
+        assert len(stream) == hidden.STREAM_BATCHES
+        for seqs in stream.values():
+            assert len(seqs) == hidden.STREAM_ROWS
+            for seq in seqs:
+                key = seq.numpy().tobytes()
+                assert key not in seen, "a sequence appears in two streams: a remembered output would answer it"
+                seen.add(key)
+
+
 def test_packing_places_every_sequence_once_and_pads_least() -> None:
     from coursekit.lessons.dynamic_shapes.material import layout_costs, pack
 
