@@ -73,7 +73,7 @@ format:  ## ruff: fix what can be fixed and format in place (then `make exercise
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: lint  ## lint, then the whole suite (CPU smoke profile): most in TEST_JOBS processes, then what times speed, alone
+test: lint  ## lint, then the suite (CPU smoke profile; notebooks execute in test-compat): most in TEST_JOBS processes, then what times speed, alone
 	$(PARALLEL_ENV) $(BIN)/python -m pytest -m "not timing and not browser and not compat" -n $(TEST_JOBS) $(XDIST_ORDER) --junitxml=reports/tests-parallel.xml
 	$(BIN)/python -m pytest -m timing --junitxml=reports/tests-timing.xml
 
