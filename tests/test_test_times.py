@@ -33,3 +33,16 @@ def test_make_tests_passes_only_unless_asked(tmp_path: Path, capsys, monkeypatch
     assert test_times.main(["--passes", "compat", "--lessons"]) == 0
     out = capsys.readouterr().out
     assert "1 tests in compat, 1.5 min" in out and "| 3 | 1.5 |" in out
+
+
+def test_lesson_minutes_take_the_notebooks_from_the_compat_pass(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The notebooks execute in `make test-compat` only: ``--lessons`` adds their runs there to the lesson's
+    gradings in `make test`, and nothing else of the compat pass (its gradings repeat make test's)."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    _junit(reports / "tests-parallel.xml", {"grading[ex03]": 30.0})
+    _junit(reports / "tests-timing.xml", {"speed[ex03]": 6.0})
+    _junit(reports / "tests-compat.xml", {"executes_top_to_bottom[notebooks/03_x.ipynb]": 90.0, "grading[ex03]": 40.0})
+    monkeypatch.setattr(test_times, "ROOT", tmp_path)
+    assert test_times.main(["--lessons"]) == 0
+    assert "| 3 | 2.1 |" in capsys.readouterr().out
