@@ -4,7 +4,7 @@
 
 By default it reads `make test`'s two passes (``tests-parallel.xml``, ``tests-timing.xml``); ``--passes compat``
 reads `make test-compat`'s, ``--passes browser`` `make test-browser`'s. The compat pass runs many of the same tests
-(the lessons, the reference gradings) under the same ids: adding it in would count them twice.
+(the reference gradings, the lessons' own tests) under the same ids: adding it in would count them twice.
 
 ``--lessons`` prints, per lesson, the minutes its slow tests took (its exercise graded and its own tests in
 `make test`, its notebooks executed in `make test-compat`), the figure each
