@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import nbformat
 import pytest
 
 import coursekit.lessons
@@ -34,6 +35,18 @@ def test_every_lesson_has_its_notebooks_and_exercise_folder() -> None:
         )
         assert (lesson.module("bench") is not None) if lesson.bench else True
         lesson.module("givens")
+
+
+def test_a_lesson_hands_its_notebooks_cells_to_tests_by_id() -> None:
+    """``Lesson.cells``: a lesson's tests run its notebook's own cells (the notebooks execute in `make test-compat`
+    only); an id the notebook lacks is named, not skipped."""
+    for lesson in lessons():
+        code = [
+            c for c in nbformat.read(ROOT / "notebooks" / lesson.notebook, as_version=4).cells if c.cell_type == "code"
+        ]
+        assert lesson.cells(code[0].id, code[-1].id) == [code[0].source, code[-1].source]
+    with pytest.raises(KeyError, match="has no cell"):
+        lessons()[0].cells("no-such-cell")
 
 
 def test_a_lessons_sizes_name_the_same_things_on_every_profile() -> None:

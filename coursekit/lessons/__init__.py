@@ -11,6 +11,7 @@ lessons: the bench CLI, the tests and the tools ask :func:`lessons`.
 from __future__ import annotations
 
 import importlib
+import json
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
@@ -49,6 +50,15 @@ class Lesson:
         if profile not in self.sizes:
             raise KeyError(f"{self.topic}/lesson.toml has no [sizes.{profile}]; it has {sorted(self.sizes)}")
         return self.sizes[profile]
+
+    def cells(self, *ids: str) -> list[str]:
+        """The sources of this lesson notebook's code cells ``ids`` (nbformat cell ids), for tests that run one."""
+        nb = json.loads((ROOT / "notebooks" / self.notebook).read_text())
+        by_id = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise KeyError(f"notebooks/{self.notebook} has no cell {missing}")
+        return [by_id[i] for i in ids]
 
     def module(self, name: str) -> ModuleType:
         """Import this lesson's ``name`` module (``material``, ``bench``, ``givens``, ...)."""

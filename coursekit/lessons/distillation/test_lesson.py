@@ -16,7 +16,7 @@ from torch._dynamo.testing import CompileCounter
 
 from coursekit import bench as bench_cli
 from coursekit import results
-from coursekit.cache import repo_root
+from coursekit.lessons import lesson
 from coursekit.lessons.distillation import bench as bench03
 from coursekit.lessons.distillation.charts import compile_cost_chart, step_time_chart
 from coursekit.lessons.distillation.givens import shapes
@@ -333,13 +333,6 @@ def test_fp32_rows_are_true_fp32_and_bf16_is_dropped_where_it_is_not_in_hardware
     assert bench.modes_dtype(replace(cpu, device="cuda")) == "bf16"
 
 
-def lesson_cells(*ids: str) -> list[str]:
-    """The sources of lesson 3's notebook cells ``ids``."""
-    nb = json.loads((repo_root() / "notebooks" / "03_distillation_loss.ipynb").read_text())
-    by_id = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
-    return [by_id[i] for i in ids]
-
-
 @pytest.mark.parametrize("device", ["Tesla T4", "AMD EPYC"])
 def test_the_lessons_tables_and_chart_show_fp32_alone_where_bf16_was_skipped(device: str, tmp_path) -> None:
     """On a GPU without bf16 hardware the measurements hold fp32 rows only (``usable_dtypes``); on a CPU without bf16
@@ -369,7 +362,7 @@ def test_the_lessons_tables_and_chart_show_fp32_alone_where_bf16_was_skipped(dev
         "VARIANTS": VARIANTS,
         "torch": torch,
     }
-    for source in lesson_cells("lesson03-08", "lesson03-14", "lesson03-15"):
+    for source in lesson("distillation").cells("lesson03-08", "lesson03-14", "lesson03-15"):
         exec(compile(source, "<lesson 3 cell>", "exec"), namespace)
     tables = [d.data for d in shown if isinstance(d, Markdown)]
     assert len(tables) == 2 and tables[1].count("not run on this device") == len(VARIANTS) - 1, tables

@@ -15,6 +15,7 @@ from torch._dynamo.testing import CompileCounter
 
 from coursekit import bench as bench_cli
 from coursekit import results
+from coursekit.lessons import lesson
 from coursekit.lessons.dynamic_shapes import bench as bench04
 from coursekit.lessons.dynamic_shapes.material import (
     BUCKETS,
@@ -232,6 +233,24 @@ def test_exercise_4_times_every_trial_on_sequences_no_other_stream_held() -> Non
                 key = seq.numpy().tobytes()
                 assert key not in seen, "a sequence appears in two streams: a remembered output would answer it"
                 seen.add(key)
+
+
+def test_the_lessons_per_function_recompile_limit_cell_stops_at_the_third_shape(capsys) -> None:
+    """The lesson's cell that sets the limit for one function, run on this torch: it branches on whether
+    torch.compile takes ``recompile_limit=`` (2.14 and newer) and says which way it went, and either way two
+    shapes run and the third raises. CI executes the notebook on torch 2.11 only; this runs the cell on both ends."""
+    import inspect
+
+    namespace = {"inspect": inspect, "torch": torch, "build": build, "pad_to_longest": pad_to_longest}
+    namespace["sequences"] = sequences
+    for source in lesson("dynamic_shapes").cells("lesson04-19"):
+        exec(compile(source, "<lesson 4 cell>", "exec"), namespace)
+    torch.compiler.reset()
+    out = capsys.readouterr().out
+    takes = "recompile_limit" in inspect.signature(torch.compile).parameters
+    assert f"torch.compile accepts recompile_limit=: {takes}" in out
+    assert "longest 5: ran" in out and "longest 6: ran" in out and "longest 7: ran" not in out, out
+    assert "longest 7: " in out and "Recompile" in out.split("longest 7: ")[1], out
 
 
 def test_packing_places_every_sequence_once_and_pads_least() -> None:
