@@ -152,8 +152,9 @@ def test_the_wiring_test_tells_a_step_without_autocast(dynamo_only) -> None:
 def test_inductor_variants_match_eager() -> None:
     """Wiring, not size: one block each keeps Inductor's compiles (three variants) short. In fp32 only: the test
     above checks the wiring under bf16 autocast with Dynamo's capture, and lesson 3's notebook (executed by
-    tests/test_notebooks.py) runs every variant with Inductor in bf16 and compares the one-graph loss curve with
-    eager's. A bf16 pass here cost about 45 s of a fresh-clone `make test`."""
+    tests/test_notebooks.py in `make test-compat`) runs every variant with Inductor, in bf16 where the device has it
+    in hardware, and compares the one-graph loss curve with eager's. A bf16 pass here cost about 45 s of a
+    fresh-clone `make test`."""
     batch = image_batch(SMOKE, 0)
     tiny = dataclasses.replace(shapes(SMOKE), student=ViTShape(1, 16, 2), teacher=ViTShape(1, 16, 2))
     eager = build("eager", SMOKE, vits=tiny)
