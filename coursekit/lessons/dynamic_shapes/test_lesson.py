@@ -214,25 +214,34 @@ def test_exercise_4_states_the_hidden_stream_it_is_graded_on() -> None:
     assert f"`{hidden.STREAM_BACKEND}`" in text
 
 
+def _repeated_sequence(streams: list[dict]) -> str | None:
+    """The first batch (``"trial 2, stream03"``) holding a sequence an earlier stream or batch already held."""
+    seen: set[bytes] = set()
+    for t, stream in enumerate(streams):
+        for name, seqs in stream.items():
+            for seq in seqs:
+                key = seq.numpy().tobytes()
+                if key in seen:
+                    return f"trial {t}, {name}"
+                seen.add(key)
+    return None
+
+
 def test_exercise_4_times_every_trial_on_sequences_no_other_stream_held() -> None:
     """Exercise 4's speed check gives each timed trial a stream of its own: a compile_tagger that remembers outputs
     by input (session 20: with one stream for all five trials it could have answered four from memory) finds no
-    sequence it has seen, in another trial or in the untimed outputs check."""
+    sequence it has seen, in another trial or in the untimed outputs check. One stream for every trial is caught."""
     from types import SimpleNamespace
 
     from grader.exercises.ex04 import hidden
 
     ctx = SimpleNamespace(secret_seed=20261126)
     streams = [hidden.hidden_stream(ctx)] + [hidden.hidden_stream(ctx, t) for t in range(hidden.STREAM_TRIALS)]
-    seen: set[bytes] = set()
-    for stream in streams:
-        assert len(stream) == hidden.STREAM_BATCHES
-        for seqs in stream.values():
-            assert len(seqs) == hidden.STREAM_ROWS
-            for seq in seqs:
-                key = seq.numpy().tobytes()
-                assert key not in seen, "a sequence appears in two streams: a remembered output would answer it"
-                seen.add(key)
+    assert all(len(s) == hidden.STREAM_BATCHES for s in streams)
+    assert all(len(seqs) == hidden.STREAM_ROWS for s in streams for seqs in s.values())
+    found = _repeated_sequence(streams)
+    assert found is None, f"{found}: a remembered output would answer it"
+    assert _repeated_sequence([hidden.hidden_stream(ctx)] * 2) == "trial 1, stream00"
 
 
 def test_the_lessons_per_function_recompile_limit_cell_stops_at_the_third_shape(capsys) -> None:
