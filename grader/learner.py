@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -48,7 +49,7 @@ START_METHOD_ENV = "GRADER_START_METHOD"  # "forkserver" (default where availabl
 PRELOAD = ["grader.preload"]  # what the fork server imports once
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE|^GRADER_", re.IGNORECASE)
 LOAD_TIMEOUT_S = 120.0
-MIN_FREE_DISK = 1024**3  # a worker that leaves less free disk than this is stopped
+MIN_FREE_DISK = 1024**3  # a worker that leaves less free disk than this is stopped (see disk_floor)
 ROOT = Path(__file__).resolve().parents[1]
 SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions, every exercise
 SEED_SKIP = ("fxgraph", "aotautograd", "locks")  # cached graphs carry the source lines that compiled them
@@ -73,6 +74,13 @@ class Limits:
     memory_bytes: int
     check_timeout_s: float
     min_free_disk: int = MIN_FREE_DISK
+
+
+def disk_floor(free_at_start: int, min_free: int = MIN_FREE_DISK) -> int:
+    """The free disk below which a worker is stopped: ``min_free``, or half of what was free when its scratch folder
+    was made if that was less. A grading machine whose disk is already nearly full (CI after a large install) still
+    grades, and learner code may fill at most half of what is left."""
+    return min(min_free, free_at_start // 2)
 
 
 def default_memory_limit() -> int:
@@ -239,6 +247,7 @@ class RemoteLearner:
         self._next_id = 0
         self._starts = 0
         self._scratch: Path | None = None
+        self._disk_floor = 0  # free bytes below which the worker is stopped (set with each scratch folder)
         self.local = False
         containment.become_subreaper()
 
@@ -252,6 +261,14 @@ class RemoteLearner:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
         self._scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.workdir))
+        free = shutil.disk_usage(self._scratch).free
+        self._disk_floor = disk_floor(free, self.limits.min_free_disk)
+        if free < self.limits.min_free_disk:
+            print(
+                f"grader: only {free / 1024**2:.0f} MiB free on the disk of {self.workdir}: learner code may write "
+                f"{(free - self._disk_floor) / 1024**2:.0f} MiB before it is stopped",
+                file=sys.stderr,
+            )
         source, target = (SEED_ROOT, self._scratch) if seeded else (SEED_ROOT / "tmp", self._scratch / "tmp")
         if source.is_dir():  # unseeded (a check that times compiling) still gets the precompiled header, as the judge
             shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*.partial"))
@@ -367,7 +384,7 @@ class RemoteLearner:
                 f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
                 "of memory and was stopped: a huge allocation, or tensors kept alive in a list?"
             )
-        if self._scratch is not None and shutil.disk_usage(self._scratch).free < self.limits.min_free_disk:
+        if self._scratch is not None and shutil.disk_usage(self._scratch).free < self._disk_floor:
             raise self._lost("your code filled the disk and was stopped: it may write only small files")
 
     @staticmethod
