@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
+import torch
+
 from coursekit.traffic import Traffic, _count_profile
+
+SYNC_WARNING = "called a synchronizing CUDA operation"  # what CUDA's sync debug mode says
+
+
+@torch.library.custom_op("trafficprobe::gate", mutates_args=())
+def _warning_gate(x: torch.Tensor) -> torch.Tensor:
+    """A custom op that raises a sync-debug warning, as lesson 2's does on a GPU for its host round trip."""
+    warnings.warn(SYNC_WARNING, stacklevel=1)
+    return x.clone()
+
+
+@_warning_gate.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
 
 
 def event(name: str, id: int, parent=None, linked: int = 0) -> SimpleNamespace:
@@ -42,6 +59,52 @@ def test_copies_and_syncs_launched_inside_an_allowed_op_are_its_own() -> None:
     assert traffic.host_tensor_count == 0
 
 
+def test_on_torch_2_11_an_allowed_ops_copies_are_found_through_its_kernel_list() -> None:
+    """Torch 2.11's events carry no ``linked_correlation_id``: a device copy names no op, and torch lists it among
+    the launching op's ``kernels`` instead. The H200 run (torch 2.11) counted lesson 2's custom-op copies as the
+    step's own; a stray copy of the same kind outside the op still counts."""
+
+    def op(name: str, parent=None, kernels: tuple[str, ...] = ()) -> SimpleNamespace:
+        return SimpleNamespace(name=name, id=0, cpu_parent=parent, kernels=[SimpleNamespace(name=k) for k in kernels])
+
+    custom = op("lesson02::calibrated_gate")
+    to_host = op("aten::copy_", custom, ("Memcpy DtoH (Device -> Pageable)",))
+    to_device = op("aten::copy_", custom, ("Memcpy HtoD (Pageable -> Device)",))
+    stray = op("aten::copy_", None, ("Memcpy DtoH (Device -> Pageable)",))
+    device = [op("Memcpy DtoH (Device -> Pageable)"), op("Memcpy HtoD (Pageable -> Device)")]
+    profile = SimpleNamespace(events=lambda: [custom, to_host, to_device, stray, *device, device[0]])
+    traffic = Traffic()
+    _count_profile(profile, traffic, allow_inside=("lesson02::",))
+    assert dict(traffic.syncs) == {"Memcpy DtoH (Device -> Pageable)": 1} and traffic.host_tensor_count == 0
+    counted = Traffic()
+    _count_profile(profile, counted)
+    assert counted.sync_count == 2 and counted.host_tensor_count == 1
+
+
+def test_a_sync_warning_raised_inside_an_allowed_custom_op_is_its_own() -> None:
+    """CUDA's sync-debug warnings say nothing of the op that raised them: the H200 run counted the two that lesson 2's
+    custom op raises for its host round trip. ``watch_traffic`` now asks, when a warning is raised, whether an allowed
+    ``torch.library.custom_op`` is running (eager and compiled); one raised outside it still counts."""
+    from coursekit.traffic import watch_traffic
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return _warning_gate(x) * 2
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    compiled(torch.ones(3))
+    for fn in (step, compiled):
+        with watch_traffic("cpu", allow_inside=("trafficprobe::",), host_reads=False) as inside:
+            fn(torch.ones(3))
+        with watch_traffic("cpu", allow_inside=("trafficprobe::",), host_reads=False) as outside:
+            fn(torch.ones(3))
+            warnings.warn(SYNC_WARNING, stacklevel=1)
+        with watch_traffic("cpu", host_reads=False) as unallowed:
+            fn(torch.ones(3))
+        assert inside.sync_count == 0, inside.summary()
+        assert outside.syncs["cuda sync debug warning"] == 1, outside.summary()
+        assert unallowed.syncs["cuda sync debug warning"] == 1, unallowed.summary()
+
+
 def test_without_an_allowance_everything_counts() -> None:
     traffic = Traffic()
     _count_profile(profile_of_a_step_with_a_custom_op(), traffic)
@@ -52,7 +115,6 @@ def test_data_dependent_operators_count_as_host_reads_on_the_cpu_too() -> None:
     """``torch.unique``, ``torch.bincount``, ``torch.equal`` and boolean-mask indexing wait for the device on a GPU (a
     size or a bool the host needs) but copy nothing on a CPU, where the profiler shows only the operator: each
     counts once (red team, session 19: a loss that divided by a ``bincount`` passed the CPU's traffic check)."""
-    import torch
 
     from coursekit.traffic import watch_traffic
 
