@@ -47,3 +47,26 @@ def test_a_step_that_finished_is_not_run_again_and_the_results_pack(tmp_path: Pa
         assert f"{out.name}/steps.json" in tar.getnames()
     again = gpu_check("--out", str(out), "--steps", "env")
     assert "env:" not in again and "1/1 steps done" in again  # resumed: nothing to run
+
+
+def test_a_notebook_cut_while_its_kernel_shut_down_counts_as_done(tmp_path: Path) -> None:
+    """Lesson 4 on the H200 run: every cell ran, then the step's limit came during the kernel's shutdown. Its
+    verdict says so, and the next call must not run it again; a verdict from an earlier call, one that stopped
+    between cells, or one with a failed cell does not count."""
+    import time
+
+    from tools.gpu_check import Step, finished_before_cut
+
+    verdict = tmp_path / "04_dynamic_shapes.json"
+    step = Step("lesson-04", ("true",), "04_dynamic_shapes.ipynb", verdict)
+    since = time.time() - 1
+    assert not finished_before_cut(step, since)  # no verdict written
+    for record, done in [
+        ({"verdict": "ok", "cells_run": 26, "code_cells": 26}, True),
+        ({"verdict": "stopped after 20 of 26 code cells", "cells_run": 20, "code_cells": 26}, False),
+        ({"verdict": "error: RuntimeError: boom", "cells_run": 12, "code_cells": 26}, False),
+    ]:
+        verdict.write_text(json.dumps(record))
+        assert finished_before_cut(step, since) is done, record
+    assert not finished_before_cut(step, time.time() + 60), "a verdict older than this call's start is not this call's"
+    assert not finished_before_cut(Step("env", ("true",), "versions"), since)

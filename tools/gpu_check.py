@@ -48,6 +48,7 @@ class Step:
     name: str
     argv: tuple[str, ...]
     what: str
+    verdict: Path | None = None  # a notebook step's verdict file (``execute_step`` writes it)
 
 
 def all_steps(out: Path) -> list[Step]:
@@ -65,9 +66,8 @@ def all_steps(out: Path) -> list[Step]:
             found.append(Step(f"grade-{lesson.id}", argv, f"grade the reference solution {nb.name}"))
     for lesson in lessons():
         nb = ROOT / "notebooks" / lesson.notebook
-        found.append(
-            Step(f"lesson-{lesson.number:02d}", (py, "-m", me, "execute", str(nb), str(out / "notebooks")), nb.name)
-        )
+        argv = (py, "-m", me, "execute", str(nb), str(out / "notebooks"))
+        found.append(Step(f"lesson-{lesson.number:02d}", argv, nb.name, out / "notebooks" / f"{nb.stem}.json"))
     found.append(Step("calibrate", (py, "-m", me, "calibrate", str(out)), "speed thresholds from the references"))
     for lesson in lessons():
         if lesson.bench:
@@ -77,7 +77,7 @@ def all_steps(out: Path) -> list[Step]:
         nb = ROOT / "solutions" / lesson.exercise
         if nb.is_file():
             argv = (py, "-m", me, "execute", str(nb), str(out / "solutions"), "--public")
-            found.append(Step(f"solution-{lesson.number:02d}", argv, nb.name))
+            found.append(Step(f"solution-{lesson.number:02d}", argv, nb.name, out / "solutions" / f"{nb.stem}.json"))
     for lesson in lessons():
         argv = (py, "-m", me, "wrong", lesson.id, str(out / "wrong"))
         found.append(Step(f"wrong-{lesson.id}", argv, f"grade exercise {lesson.number}'s wrong submissions"))
@@ -135,6 +135,16 @@ def _run_step(step: Step, limit_s: float, log: Path, env: dict[str, str]) -> tup
     return ("ok" if rc == 0 else "failed"), rc, time.monotonic() - start
 
 
+def finished_before_cut(step: Step, since: float) -> bool:
+    """True if a notebook step stopped by its limit had already run every code cell without an error, by the verdict
+    it wrote after ``since`` (a ``time.time()``): on the H200 run, lesson 4's limit came while its kernel shut down,
+    and the step would have run again in the next call for nothing."""
+    if step.verdict is None or not step.verdict.is_file() or step.verdict.stat().st_mtime < since:
+        return False
+    record = json.loads(step.verdict.read_text())
+    return record.get("verdict") == "ok" and record.get("cells_run") == record.get("code_cells")
+
+
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out or default_out(args.profile)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,8 +173,10 @@ def run(args: argparse.Namespace) -> int:
             break
         limit = min(args.step_limit_s, left)
         print(f"[gpu-check] {step.name}: {step.what} (limit {limit:.0f} s)", flush=True)
-        started = datetime.now(UTC).isoformat(timespec="seconds")
+        started, since = datetime.now(UTC).isoformat(timespec="seconds"), time.time()
         status, rc, wall = _run_step(step, limit, out / "logs" / f"{step.name}.log", env)
+        if status == "killed" and finished_before_cut(step, since):
+            status = "ok"  # every cell ran; the limit came while the kernel shut down
         if status == "killed":  # cut by this call's budget: try again next call; by its own limit: give up
             status = "timeout" if limit >= args.step_limit_s else "cut"
         state[step.name] = {"status": status, "rc": rc, "wall_s": round(wall, 1), "limit_s": round(limit),
@@ -240,7 +252,8 @@ def execute_step(notebook: Path, dest: Path, public: bool) -> int:
         os.environ[SCOPE_ENV] = "public"
     nb = nbformat.read(notebook, as_version=4)
     dest.mkdir(parents=True, exist_ok=True)
-    client = NotebookClient(nb, timeout=None, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    resources = {"metadata": {"path": str(ROOT)}}
+    client = NotebookClient(nb, timeout=None, kernel_name="python3", shutdown_kernel="immediate", resources=resources)
     start, verdict = time.monotonic(), "ok"
     try:
         client.execute()
