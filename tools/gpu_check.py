@@ -51,6 +51,11 @@ class Step:
     verdict: Path | None = None  # a notebook step's verdict file (``execute_step`` writes it)
 
 
+def verdict_file(dest: Path, notebook: Path) -> Path:
+    """Where ``execute_step`` writes the one-line verdict of ``notebook`` executed into ``dest``."""
+    return dest / f"{notebook.stem}.json"
+
+
 def all_steps(out: Path) -> list[Step]:
     """Every step, in the order that gives the most per minute of GPU time: grading and calibration data first."""
     from coursekit.lessons import lessons
@@ -67,7 +72,7 @@ def all_steps(out: Path) -> list[Step]:
     for lesson in lessons():
         nb = ROOT / "notebooks" / lesson.notebook
         argv = (py, "-m", me, "execute", str(nb), str(out / "notebooks"))
-        found.append(Step(f"lesson-{lesson.number:02d}", argv, nb.name, out / "notebooks" / f"{nb.stem}.json"))
+        found.append(Step(f"lesson-{lesson.number:02d}", argv, nb.name, verdict_file(out / "notebooks", nb)))
     found.append(Step("calibrate", (py, "-m", me, "calibrate", str(out)), "speed thresholds from the references"))
     for lesson in lessons():
         if lesson.bench:
@@ -77,7 +82,7 @@ def all_steps(out: Path) -> list[Step]:
         nb = ROOT / "solutions" / lesson.exercise
         if nb.is_file():
             argv = (py, "-m", me, "execute", str(nb), str(out / "solutions"), "--public")
-            found.append(Step(f"solution-{lesson.number:02d}", argv, nb.name, out / "solutions" / f"{nb.stem}.json"))
+            found.append(Step(f"solution-{lesson.number:02d}", argv, nb.name, verdict_file(out / "solutions", nb)))
     for lesson in lessons():
         argv = (py, "-m", me, "wrong", lesson.id, str(out / "wrong"))
         found.append(Step(f"wrong-{lesson.id}", argv, f"grade exercise {lesson.number}'s wrong submissions"))
@@ -269,7 +274,7 @@ def execute_step(notebook: Path, dest: Path, public: bool) -> int:
             verdict = f"stopped after {ran} of {len(cells)} code cells"
         record = {"notebook": notebook.name, "verdict": verdict, "cells_run": ran, "code_cells": len(cells),
                   "wall_s": round(time.monotonic() - start, 1)}  # fmt: skip
-        (dest / f"{notebook.stem}.json").write_text(json.dumps(record, indent=2) + "\n")
+        verdict_file(dest, notebook).write_text(json.dumps(record, indent=2) + "\n")
         print(json.dumps(record))
     return 0 if verdict == "ok" else 1
 
