@@ -46,15 +46,22 @@ def test_every_wrong_submission_changes_what_it_claims_to_break(tmp_path) -> Non
 
 
 def test_make_test_grades_a_wrong_submission_for_every_check_one_must_fail(monkeypatch) -> None:
-    """`make test` grades the first-listed wrong submission for each check (tests.submissions.first_to_fail); the
-    others carry the marker compat, which `make test-compat` selects, so CI grades each one once."""
+    """`make test` grades, on the checks it must fail, the first-listed wrong submission for each check
+    (tests.submissions.first_to_fail); `make test-compat` grades the other checks those can reach and every other
+    submission whole, so CI grades each check of each wrong submission once."""
     from tests import submissions
-    from tests.test_grader import WRONG
+    from tests.test_grader import EXACTLY, MUST_FAIL, MUST_PASS, WRONG
 
-    compat = {tuple(p.values) for p in WRONG if any(m.name == "compat" for m in p.marks)}
+    parts: dict[tuple[str, str], dict[str, bool]] = {}
+    for p in WRONG:
+        exercise, name, part = p.values
+        parts.setdefault((exercise, name), {})[part] = any(m.name == "compat" for m in p.marks)
     for exercise, (_, _, wrong) in EXERCISES.items():
         kept = submissions.first_to_fail(exercise)
-        assert {(exercise, n) for n in wrong if n not in kept} == {(e, n) for e, n in compat if e == exercise}
+        for name, (_, expected) in wrong.items():
+            split = name in kept and bool(set(expected) - submissions.MEASURED.get((exercise, name), set()))
+            want = {MUST_FAIL: False, MUST_PASS: True} if split else {EXACTLY: True}
+            assert parts[exercise, name] == want, (exercise, name, parts[exercise, name])
         failing = [set(e) - submissions.MEASURED.get((exercise, n), set()) for n, (_, e) in wrong.items()]
         assert set().union(*failing) == set().union(*(failing[list(wrong).index(n)] for n in kept)), exercise
     toy = {"a": (None, {"x"}), "b": (None, {"x"}), "c": (None, {"x", "y"}), "d": (None, {"s"}), "e": (None, set())}
