@@ -47,8 +47,15 @@ def first_to_fail(exercise: str) -> list[str]:
     return kept
 
 
+def _split() -> dict[str, bool]:
+    """``{exercise: SPLIT_GRADING}``: whether `make test` grades its first-listed wrong submissions only on the checks
+    they must fail, leaving the checks they must pass to `make test-compat` (``tests/test_grader.py``)."""
+    return {ex: bool(getattr(part(ex, "submissions"), "SPLIT_GRADING", False)) for ex in exercise_ids()}
+
+
 EXERCISES = _exercises()
 MEASURED = _measured()  # these speed checks run in the timing pass, alone
+SPLIT = _split()
 SOLUTION_01, EXERCISE_01 = EXERCISES["ex01"][:2]  # the exercise the grader's own tests use as their subject
 
 

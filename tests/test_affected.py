@@ -46,9 +46,10 @@ def test_every_wrong_submission_changes_what_it_claims_to_break(tmp_path) -> Non
 
 
 def test_make_test_grades_a_wrong_submission_for_every_check_one_must_fail(monkeypatch) -> None:
-    """`make test` grades, on the checks it must fail, the first-listed wrong submission for each check
-    (tests.submissions.first_to_fail); `make test-compat` grades the other checks those can reach and every other
-    submission whole, so CI grades each check of each wrong submission once."""
+    """`make test` grades the first-listed wrong submission for each check (tests.submissions.first_to_fail): whole,
+    or where the exercise sets SPLIT_GRADING on the checks it must fail, `make test-compat` grading the other checks
+    it can reach; `make test-compat` grades every other submission whole. So CI grades each check of each wrong
+    submission once, and both exercises that split and exercises that do not exist."""
     from tests import submissions
     from tests.test_grader import EXACTLY, MUST_FAIL, MUST_PASS, WRONG
 
@@ -59,9 +60,13 @@ def test_make_test_grades_a_wrong_submission_for_every_check_one_must_fail(monke
     for exercise, (_, _, wrong) in EXERCISES.items():
         kept = submissions.first_to_fail(exercise)
         for name, (_, expected) in wrong.items():
-            split = name in kept and bool(set(expected) - submissions.MEASURED.get((exercise, name), set()))
-            want = {MUST_FAIL: False, MUST_PASS: True} if split else {EXACTLY: True}
+            judged = set(expected) - submissions.MEASURED.get((exercise, name), set())
+            split = name in kept and bool(judged) and submissions.SPLIT[exercise]
+            want = {MUST_FAIL: False, MUST_PASS: True} if split else {EXACTLY: name not in kept}
             assert parts[exercise, name] == want, (exercise, name, parts[exercise, name])
+    assert any(submissions.SPLIT.values()) and not all(submissions.SPLIT.values())
+    for exercise, (_, _, wrong) in EXERCISES.items():
+        kept = submissions.first_to_fail(exercise)
         failing = [set(e) - submissions.MEASURED.get((exercise, n), set()) for n, (_, e) in wrong.items()]
         assert set().union(*failing) == set().union(*(failing[list(wrong).index(n)] for n in kept)), exercise
     toy = {"a": (None, {"x"}), "b": (None, {"x"}), "c": (None, {"x", "y"}), "d": (None, {"s"}), "e": (None, set())}

@@ -12,29 +12,33 @@ import pytest
 from grader.context import Context
 from grader.registry import checks_for
 from tests.affected import can_change, code_cells
-from tests.submissions import EXERCISES, MEASURED, ROOT, SOLUTION_01, first_to_fail, variant
+from tests.submissions import EXERCISES, MEASURED, ROOT, SOLUTION_01, SPLIT, first_to_fail, variant
 
 pytestmark = pytest.mark.slow
 # exercise 4's speed check times compiles (~25 s a run on CPU), exercise 6's captures (~15 s)
-# A wrong submission is graded in one of three parts (ids end with it): "must fail" grades only the checks it must
-# fail, on the pinned torch; "must pass" the other checks its edits can reach, which it must pass (marker compat); and
-# "exactly" both at once (marker compat), for a submission that fails only checks an earlier one already fails
-# (tests.submissions.first_to_fail). So `make test` proves that every check catches its mistakes, and
-# `make test-compat` (torch 2.11) that no check catches more, for every wrong submission, each graded once per side.
+# A wrong submission is graded in one of three parts (ids end with it). In an exercise that sets SPLIT_GRADING, each
+# first-listed one (tests.submissions.first_to_fail) is graded on the pinned torch only on the checks it must fail
+# ("must fail"), and in `make test-compat` (torch 2.11, marker compat) on the other checks its edits can reach, which
+# it must pass ("must pass"). Elsewhere a first-listed one is graded on both at once on the pinned torch ("exactly"),
+# and one that fails only checks an earlier one already fails, "exactly" in `make test-compat`. So CI grades each
+# check of each wrong submission once.
 MUST_FAIL, MUST_PASS, EXACTLY = "must fail", "must pass", "exactly"
 
 
-def _parts(exercise: str, name: str) -> tuple[str, ...]:
-    """How ``name`` is graded: split between the two torches, or whole in `make test-compat`."""
+def _parts(exercise: str, name: str) -> tuple[tuple[str, bool], ...]:
+    """How ``name`` is graded: ``(part, in make test-compat)`` for each part."""
     judged = EXERCISES[exercise][2][name][1] - MEASURED.get((exercise, name), set())
-    return (MUST_FAIL, MUST_PASS) if judged and name in first_to_fail(exercise) else (EXACTLY,)
+    kept = name in first_to_fail(exercise)
+    if kept and judged and SPLIT[exercise]:
+        return (MUST_FAIL, False), (MUST_PASS, True)
+    return ((EXACTLY, not kept),)
 
 
 WRONG = [
-    pytest.param(ex, name, part, id=f"{ex}: {name} ({part})", marks=() if part == MUST_FAIL else pytest.mark.compat)
+    pytest.param(ex, name, part, id=f"{ex}: {name} ({part})", marks=pytest.mark.compat if compat else ())
     for ex, (_, _, wrong) in EXERCISES.items()
     for name in wrong
-    for part in _parts(ex, name)
+    for part, compat in _parts(ex, name)
 ]
 
 
