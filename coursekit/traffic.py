@@ -200,10 +200,25 @@ def _in_allowed_op(prefixes: tuple[str, ...]) -> bool:
     return False
 
 
-def _site(w: warnings.WarningMessage) -> str:
-    """Where a caught warning came from, ``folder/file.py:line``, for a message that says what to look at."""
-    parts = str(w.filename).replace("\\", "/").split("/")
-    return f"{'/'.join(parts[-2:])}:{w.lineno}"
+_NOT_THE_RAISER = (__file__, warnings.__file__, os.path.dirname(torch.__file__) + os.sep)
+
+
+def _raiser() -> str | None:
+    """``folder/file.py:line`` of the innermost frame outside torch, ``warnings`` and this file: the code that made
+    torch's C++ raise a warning. Such a warning names the innermost Python frame (on the H200 run, this file's
+    ``_HostReads`` for every sync); the lesson's or learner's line below it is what the reader can change."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(_NOT_THE_RAISER):
+            return _short(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+def _short(filename: str, lineno: int) -> str:
+    """``folder/file.py:line``: short enough for a message, enough to find the line."""
+    parts = str(filename).replace("\\", "/").split("/")
+    return f"{'/'.join(parts[-2:])}:{lineno}"
 
 
 @contextmanager
@@ -230,11 +245,12 @@ def watch_traffic(
     if cuda:
         _warm_profiler(activities, torch.device(device))
     old_mode = torch.cuda.get_sync_debug_mode() if cuda else 0
-    caught: list[tuple[warnings.WarningMessage, bool]] = []  # each warning, and whether an allowed op raised it
+    caught: list[tuple[warnings.WarningMessage, bool, str | None]] = []  # each warning, raised in an allowed op?, by
 
+    @torch.compiler.disable  # called in a compiled function's eager stretches: Dynamo must not trace the stack walk
     def record(message, category, filename, lineno, file=None, line=None) -> None:
         own = bool(allow_inside) and _in_allowed_op(allow_inside)
-        caught.append((warnings.WarningMessage(message, category, filename, lineno, file, line), own))
+        caught.append((warnings.WarningMessage(message, category, filename, lineno, file, line), own, _raiser()))
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -256,11 +272,11 @@ def watch_traffic(
             if cuda:
                 torch.cuda.set_sync_debug_mode(old_mode)
     _count_profile(prof, traffic, allow_inside)
-    for w, own in caught:
+    for w, own, raiser in caught:
         if "synchronizing" in str(w.message):
             if own:
                 continue
             traffic.syncs["cuda sync debug warning"] += 1
-            traffic.sync_sites[_site(w)] += 1
+            traffic.sync_sites[raiser or _short(w.filename, w.lineno)] += 1
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

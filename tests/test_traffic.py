@@ -166,3 +166,40 @@ def test_the_summary_names_where_sync_warnings_were_raised() -> None:
     traffic.sync_sites["torch/_tensor.py:123"] += 1
     assert "raised at torch/_tensor.py:123 x1" in traffic.summary()
     assert "raised at" not in Traffic().summary()
+
+
+class _ModuleThatBreaks(torch.nn.Module):
+    """A ``.item()`` into an attribute (a graph break), then a sync warning raised in the eager stretch after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.stats: dict[str, float] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.lin(x)
+        self.stats["mean"] = x.mean().item()
+        warnings.warn(SYNC_WARNING, stacklevel=1)  # the line the count must name
+        return self.lin(x).relu()
+
+
+def test_a_sync_warning_in_a_compiled_modules_eager_stretch_counts_and_compiles_nothing_of_ours() -> None:
+    """On the H200 (torch 2.11) lesson 2 stopped with Dynamo's "UnspecializedNNModuleVariable(BrokenNet) is already
+    tracked for mutation": a sync warning raised between two graphs of a compiled module called the watch's
+    warning hook inside Dynamo's reach, and Dynamo traced its walk up the stack. The hook is
+    ``torch.compiler.disable``d now; the warning counts once and names the module's line, not the watch's own
+    frames (the H200 run named ``coursekit/traffic.py:92``, the host-read mode, for every sync)."""
+    import inspect
+
+    from coursekit.traffic import watch_traffic
+
+    torch.compiler.reset()
+    model = torch.compile(_ModuleThatBreaks(), backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Dynamo's own graph-break warning is not the point
+        with watch_traffic("cpu", allow_inside=("trafficprobe::",)) as seen:
+            model(torch.randn(2, 4)).sum().backward()
+    source, first = inspect.getsourcelines(_ModuleThatBreaks.forward)
+    line = first + next(i for i, text in enumerate(source) if "the line the count must name" in text)
+    assert seen.syncs["cuda sync debug warning"] == 1, seen.summary()
+    assert dict(seen.sync_sites) == {f"tests/test_traffic.py:{line}": 1}, seen.summary()

@@ -141,3 +141,29 @@ def test_inductor_kernels_are_listed_only_when_the_kernel_profile_was_on() -> No
     assert not found[False], f"kernels listed with the kernel profile off: {found[False]}"
     assert any("logsumexp" in name for name, _, _ in found[True]), f"no forward kernel named: {found[True]}"
     assert all(calls == 1 and us > 0 for _, calls, us in found[True]), found[True]
+
+
+def test_a_triton_kernel_is_listed_once_with_its_device_time() -> None:
+    """A CUDA profile holds each Triton kernel twice under one name, the CPU-side launch and the kernel on the device:
+    the H200 run listed every kernel twice. Only the device's record stays (synthetic events: no GPU here)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def avg(key: str, device: DeviceType, device_us: float, cpu_us: float = 0.0) -> SimpleNamespace:
+        return SimpleNamespace(key=key, count=1, device_type=device, self_device_time_total=device_us,
+                               self_cpu_time_total=cpu_us)  # fmt: skip
+
+    events = [
+        avg("triton_red_fused_logsumexp_0", DeviceType.CPU, 0.0, 12.0),
+        avg("triton_red_fused_logsumexp_0", DeviceType.CUDA, 467.0),
+        avg("aten::mm", DeviceType.CPU, 0.0, 5.0),
+        avg("triton_poi_fused_neg_1", DeviceType.CUDA, 4.0),
+        avg("graph_0_cpp_fused_sum_0", DeviceType.CPU, 0.0, 9.0),
+    ]
+    prof = SimpleNamespace(key_averages=lambda: events)
+    assert inductor_kernels(prof) == [
+        ("triton_red_fused_logsumexp_0", 1, 467.0),
+        ("triton_poi_fused_neg_1", 1, 4.0),
+        ("graph_0_cpp_fused_sum_0", 1, 9.0),
+    ]

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
+from torch.autograd import DeviceType
 from torch.profiler import profile as Profiler
 
 from coursekit.lessons import lesson
@@ -94,10 +95,16 @@ def inductor_kernels(prof: Profiler) -> list[tuple[str, int, float]]:
 
     Triton kernels (GPU) are named ``triton_<kind>_fused_<ops>_<n>`` and timed on the device; C++ kernels (CPU)
     appear as ``graph_<g>_cpp_fused_<ops>_<n>`` only when ``cpp.enable_kernel_profile`` was on at compile time.
+    Each Triton kernel is listed once: a CUDA profile records it twice under its name, the CPU-side launch and the
+    kernel on the device (the H200 run listed every kernel twice), and only the device's record is kept.
     """
+    averages = list(prof.key_averages())
+    on_device = {e.key for e in averages if e.key.startswith("triton_") and e.device_type != DeviceType.CPU}
     found = []
-    for event in prof.key_averages():
+    for event in averages:
         if event.key.startswith("triton_"):
+            if event.key in on_device and event.device_type == DeviceType.CPU:
+                continue  # the launch, whose kernel the device's record times
             found.append((event.key, event.count, event.self_device_time_total))
         elif "cpp_fused" in event.key:
             found.append((event.key, event.count, event.self_cpu_time_total))
