@@ -130,10 +130,12 @@ def markdown_table(doc: dict) -> str:
     lines = [
         f"Measured on **{machine_label(doc)}**, profile `{doc['profile']['name']}`, "
         f"torch {doc['torch']}, {doc['created']}. Times: median [q1-q3]; speedups: ratios of medians measured "
-        f"one rung after another (not interleaved) against `{doc['baseline']}`; traffic counted over one "
-        f"loss forward+backward; first call: the first loss forward+backward, where compiled rungs compile.",
+        f"one rung after another (not interleaved) against `{doc['baseline']}`; traffic: profiler events over one "
+        f"loss forward+backward (on a GPU one wait shows as several: the runtime's sync, the copy, sync debug "
+        f"mode's warning); first call: the first loss forward+backward, where compiled rungs compile.",
         "",
-        "| rung | step ms | step speedup | loss fwd+bwd us | loss speedup | syncs | host-built tensors | first call |",
+        "| rung | step ms | step speedup | loss fwd+bwd us | loss speedup | sync events | host-built tensor events "
+        "| first call |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in doc["rungs"]:

@@ -203,8 +203,8 @@ def markdown_table(doc: dict) -> str:
         f"Measured on **{machine_label(doc)}**, profile `{doc['profile']['name']}`, torch {doc['torch']}, "
         f"backend `{doc['backend']}`, {doc['created']}. Graphs and breaks: `torch._dynamo.explain` of one forward. "
         "Step: forward, loss, backward and SGD; median [q1-q3] from the interleaved comparisons (eager and compiled "
-        "broken from the first, compiled fixed from the second: judge differences by the verdicts); traffic "
-        "counted over one step outside the `lesson02::` custom op.",
+        "broken from the first, compiled fixed from the second: judge differences by the verdicts); traffic: "
+        "profiler events over one step outside the `lesson02::` custom op (on a GPU one wait shows as several).",
         "",
         "| variant | graphs | breaks | break reasons |",
         "| --- | --- | --- | --- |",
@@ -214,7 +214,8 @@ def markdown_table(doc: dict) -> str:
         lines.append(f"| {v['name']} | {v['graphs']} | {v['breaks']} | {reasons} |")
     lines += [
         "",
-        "| training step | step ms | graphs compiled | first call | second call | syncs | host-built tensors |",
+        "| training step | step ms | graphs compiled | first call | second call | sync events "
+        "| host-built tensor events |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in doc["steps"]:
