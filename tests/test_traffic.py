@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -187,8 +188,8 @@ def test_a_sync_warning_in_a_compiled_modules_eager_stretch_counts_and_compiles_
     """On the H200 (torch 2.11) lesson 2 stopped with Dynamo's "UnspecializedNNModuleVariable(BrokenNet) is already
     tracked for mutation": a sync warning raised between two graphs of a compiled module called the watch's
     warning hook inside Dynamo's reach, and Dynamo traced its walk up the stack. The hook is
-    ``torch.compiler.disable``d now; the warning counts once and names the module's line, not the watch's own
-    frames (the H200 run named ``coursekit/traffic.py:92``, the host-read mode, for every sync)."""
+    ``torch.compiler.disable``d now; the warning counts once, at the module's line (the next test shows that a
+    warning naming the watch's own frame is charged to the line below it)."""
     import inspect
 
     from coursekit.traffic import watch_traffic
@@ -202,4 +203,18 @@ def test_a_sync_warning_in_a_compiled_modules_eager_stretch_counts_and_compiles_
     source, first = inspect.getsourcelines(_ModuleThatBreaks.forward)
     line = first + next(i for i, text in enumerate(source) if "the line the count must name" in text)
     assert seen.syncs["cuda sync debug warning"] == 1, seen.summary()
+    assert dict(seen.sync_sites) == {f"tests/test_traffic.py:{line}": 1}, seen.summary()
+
+
+def test_a_sync_warning_that_names_the_watchs_own_frame_is_charged_to_the_code_below_it() -> None:
+    """Torch's C++ names the innermost Python frame when it warns: on the H200 run that was the watch's host-read mode
+    (``coursekit/traffic.py:92``) for every sync. Emulated here with a warning that names that frame; the count must
+    name the line that called it."""
+    from coursekit import traffic
+    from coursekit.traffic import watch_traffic
+
+    with watch_traffic("cpu", host_reads=False) as seen:
+        warnings.warn_explicit(SYNC_WARNING, UserWarning, traffic.__file__, 92)  # the line the count must name
+    source = Path(__file__).read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "traffic.__file__, 92)" in text)
     assert dict(seen.sync_sites) == {f"tests/test_traffic.py:{line}": 1}, seen.summary()
