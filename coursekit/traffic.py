@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -216,9 +217,21 @@ def _raiser() -> str | None:
 
 
 def _short(filename: str, lineno: int) -> str:
-    """``folder/file.py:line``: short enough for a message, enough to find the line."""
+    """``folder/file.py:line``: short enough for a message, enough to find the line. A module Inductor generated
+    (its cache folder's ``xx/c<hash>.py``) reads ``Inductor output code c<hash…>:line``: the compiled graph itself
+    does the read, and ``TORCH_LOGS=output_code`` or ``tlparse`` shows that code."""
+    path = os.path.abspath(filename)
+    if path.startswith(_inductor_cache() + os.sep):
+        return f"Inductor output code {Path(path).stem[:9]}…:{lineno}"
     parts = str(filename).replace("\\", "/").split("/")
     return f"{'/'.join(parts[-2:])}:{lineno}"
+
+
+def _inductor_cache() -> str:
+    """Inductor's cache folder as it resolves it, without creating it or pinning ``TORCHINDUCTOR_CACHE_DIR``."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
 
 
 @contextmanager

@@ -17,3 +17,20 @@ def test_the_spread_is_max_minus_min_of_the_recorded_runs() -> None:
     assert entry["runs"] == [1.781, 1.748]
     assert entry["spread"] == pytest.approx(max(entry["runs"]) - min(entry["runs"]), abs=1e-9)
     assert (entry["min"], entry["max"]) == (1.748, 1.781)
+
+
+def test_a_run_stopped_part_way_keeps_the_exercises_it_measured(tmp_path, monkeypatch) -> None:
+    """The H200's calibrate call ran out of time in its last exercise and left no file: four exercises' runs were in
+    its log only. The file is now written after every exercise."""
+    from grader import calibrate
+
+    def measure(ids, runs, solutions, progress):
+        if any(cid.startswith("ex02.") for cid in ids):
+            raise KeyboardInterrupt  # the call's time limit, during the second exercise
+        return {cid: [90.0] * runs for cid in ids}
+
+    monkeypatch.setattr(calibrate, "measure", measure)
+    with pytest.raises(KeyboardInterrupt):
+        calibrate.main(["--runs", "2", "--only", "ex02.scorer.speed,ex01.compiled.speed", "--out", str(tmp_path)])
+    (written,) = tmp_path.glob("*.toml")
+    assert set(tomllib.loads(written.read_text())["checks"]) == {"ex01.compiled.speed"}

@@ -70,3 +70,25 @@ def test_a_notebook_cut_while_its_kernel_shut_down_counts_as_done(tmp_path: Path
         assert finished_before_cut(step, since) is done, record
     assert not finished_before_cut(step, time.time() + 60), "a verdict older than this call's start is not this call's"
     assert not finished_before_cut(Step("env", ("true",), "versions"), since)
+
+
+def test_calibrate_resumes_with_the_checks_it_has_not_measured(tmp_path: Path, monkeypatch) -> None:
+    """A calibrate step cut by a call's limit goes on where it stopped: checks already in the results folder's file
+    with enough runs are not measured again, and the file is written there, inside what a call packs."""
+    from coursekit.profile import get_profile
+    from grader.calibrate import render
+    from grader.context import calibration_name
+    from tools import gpu_check as gc
+
+    monkeypatch.setenv("COURSEKIT_DEVICE", "cpu")
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    text, _ = render({"ex01.compiled.speed": [90.0, 95.0], "ex02.scorer.speed": [1.3]}, fraction=0.25, runs=2)
+    (folder / calibration_name(get_profile())).write_text(text)
+    calls = []
+    monkeypatch.setattr(gc.subprocess, "call", lambda argv, cwd: calls.append(argv) or 0)
+    assert gc.calibrate_step(tmp_path, runs=2) == 0
+    (argv,) = calls
+    assert argv[argv.index("--out") + 1] == str(folder)
+    only = set(argv[argv.index("--only") + 1].split(","))
+    assert "ex01.compiled.speed" not in only and {"ex02.scorer.speed", "ex06.regional.compile_time"} <= only

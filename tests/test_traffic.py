@@ -218,3 +218,20 @@ def test_a_sync_warning_that_names_the_watchs_own_frame_is_charged_to_the_code_b
     source = Path(__file__).read_text().splitlines()
     line = next(i for i, text in enumerate(source, 1) if "traffic.__file__, 92)" in text)
     assert dict(seen.sync_sites) == {f"tests/test_traffic.py:{line}": 1}, seen.summary()
+
+
+def test_a_sync_warning_raised_in_inductors_generated_code_is_named_as_such(tmp_path, monkeypatch) -> None:
+    """On the H200 run lesson 2 charged two syncs to ``x4/cx4rxxyah4c6….py:51``: a module Inductor generated in its
+    cache folder, which a reader cannot find by that name. Emulated with a module compiled from a file in a stand-in
+    cache folder; the count must say it is Inductor's output code."""
+    from coursekit.traffic import watch_traffic
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    generated = tmp_path / "x4" / "cx4rxxyah4c6dki2yora5xzsldohipuct54yuvcong3jtj53j7a6.py"
+    generated.parent.mkdir()
+    generated.write_text("import warnings\ndef call(message):\n    warnings.warn(message, stacklevel=1)\n")
+    namespace: dict = {}
+    exec(compile(generated.read_text(), str(generated), "exec"), namespace)
+    with watch_traffic("cpu", host_reads=False) as seen:
+        namespace["call"](SYNC_WARNING)
+    assert dict(seen.sync_sites) == {"Inductor output code cx4rxxyah…:3": 1}, seen.summary()

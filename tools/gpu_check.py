@@ -222,6 +222,8 @@ def env_step(out: Path) -> int:
             info[name] = __import__(name).__version__
         except Exception as exc:  # noqa: BLE001 - record what is missing
             info[name] = f"missing ({type(exc).__name__})"
+    # lesson 5 runs tlparse from PATH: a `pip install --target` puts it in <target>/bin, which PATH lacks
+    info["tlparse"] = shutil.which("tlparse") or "missing from PATH (lesson 5 skips its report)"
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         free, total = torch.cuda.mem_get_info()
@@ -280,16 +282,25 @@ def execute_step(notebook: Path, dest: Path, public: bool) -> int:
 
 
 def calibrate_step(out: Path, runs: int) -> int:
-    """``python -m grader calibrate``, then copy the calibration file it wrote into ``out/calibration/``."""
-    from grader.context import CALIBRATION_DIR
+    """``python -m grader calibrate`` writing straight into ``out/calibration/``, one exercise at a time, so that a
+    call's time limit keeps what was measured; checks already there with ``runs`` runs are not measured again."""
+    import tomllib
 
-    before = {p: p.stat().st_mtime for p in CALIBRATION_DIR.glob("*.toml")}
-    rc = subprocess.call([sys.executable, "-m", "grader", "calibrate", "--runs", str(runs)], cwd=ROOT)
-    (out / "calibration").mkdir(parents=True, exist_ok=True)
-    for path in CALIBRATION_DIR.glob("*.toml"):
-        if before.get(path) != path.stat().st_mtime:
-            shutil.copy2(path, out / "calibration" / path.name)
-    return rc
+    from coursekit.profile import get_profile
+    from grader.context import calibration_name
+    from grader.registry import load_all
+
+    folder = out / "calibration"
+    done: set[str] = set()
+    target = folder / calibration_name(get_profile())
+    if target.is_file():
+        done = {cid for cid, e in tomllib.loads(target.read_text()).get("checks", {}).items() if len(e["runs"]) >= runs}
+    todo = sorted(cid for cid, c in load_all().items() if c.kind == "speed" and cid not in done)
+    if not todo:
+        print(f"calibrate: every speed check already has {runs} run(s) in {target}")
+        return 0
+    argv = [sys.executable, "-m", "grader", "calibrate", "--runs", str(runs), "--out", str(folder)]
+    return subprocess.call(argv + ["--only", ",".join(todo)], cwd=ROOT)
 
 
 def wrong_step(exercise: str, dest: Path) -> int:
