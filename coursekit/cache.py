@@ -32,6 +32,11 @@ def _torch_default() -> str:
     return os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
 
 
+def inductor_cache_dir() -> str:
+    """The folder Inductor compiles into now: ``TORCHINDUCTOR_CACHE_DIR``, else torch's default. Sets nothing."""
+    return os.path.abspath(os.environ.get(CACHE_ENV) or _torch_default())
+
+
 def use_repo_compile_cache() -> str:
     """Point ``TORCHINDUCTOR_CACHE_DIR`` at ``<repo>/.cache/inductor`` unless the user chose a folder.
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from torch.overrides import TorchFunctionMode
 
+from coursekit.cache import inductor_cache_dir
 from coursekit.versions import torch_before
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # keep kineto chatter out of notebooks (5 lets USDT lines through)
@@ -221,17 +222,10 @@ def _short(filename: str, lineno: int) -> str:
     (its cache folder's ``xx/c<hash>.py``) reads ``Inductor output code c<hash…>:line``: the compiled graph itself
     does the read, and ``TORCH_LOGS=output_code`` or ``tlparse`` shows that code."""
     path = os.path.abspath(filename)
-    if path.startswith(_inductor_cache() + os.sep):
+    if path.startswith(inductor_cache_dir() + os.sep):
         return f"Inductor output code {Path(path).stem[:9]}…:{lineno}"
     parts = str(filename).replace("\\", "/").split("/")
     return f"{'/'.join(parts[-2:])}:{lineno}"
-
-
-def _inductor_cache() -> str:
-    """Inductor's cache folder as it resolves it, without creating it or pinning ``TORCHINDUCTOR_CACHE_DIR``."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    return os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
 
 
 @contextmanager

@@ -23,6 +23,7 @@ import argparse
 import os
 import statistics
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,8 +44,15 @@ def required_from(median: float, fraction: float) -> float:
     return round(max(1.01, 1 + fraction * (median - 1)), 2)
 
 
-def measure(check_ids: list[str], runs: int, solutions: Path, progress: bool) -> dict[str, list[float]]:
-    """``{check id: [speedup per run]}`` for the reference solutions, ``runs`` fresh grading runs each."""
+def measure(
+    check_ids: list[str],
+    runs: int,
+    solutions: Path,
+    progress: bool,
+    after_each: Callable[[dict[str, list[float]]], None] = lambda measured: None,
+) -> dict[str, list[float]]:
+    """``{check id: [speedup per run]}`` for the reference solutions, ``runs`` fresh grading runs each;
+    ``after_each`` gets what is measured so far after every exercise."""
     profile = get_profile()
     checks = load_all()
     by_exercise: dict[str, list[str]] = {}
@@ -67,6 +75,7 @@ def measure(check_ids: list[str], runs: int, solutions: Path, progress: bool) ->
                 f"  {exercise} run {run + 1}/{runs}: " + ", ".join(f"{r.id} {r.measured:.2f}x" for r in grade.results),
                 flush=True,
             )
+        after_each({cid: values for cid, values in measured.items() if values})
     return measured
 
 
@@ -182,17 +191,16 @@ def main(argv: list[str] | None = None) -> int:
         import tomllib
 
         kept = tomllib.loads(target.read_text()).get("checks", {})
-    measured: dict[str, list[float]] = {}
-    exercises = load_all()
-    for exercise in sorted({exercises[cid].exercise for cid in ids}):
-        mine = [cid for cid in ids if exercises[cid].exercise == exercise]
-        measured.update(measure(mine, args.runs, args.solutions, not args.no_progress))
-        # written after every exercise: a run stopped by a time limit keeps what it measured
-        text, rows = render(measured, args.fraction, args.runs, kept)
+
+    def write(measured: dict[str, list[float]]) -> None:  # after every exercise: a cut run keeps what it measured
+        text, _ = render(measured, args.fraction, args.runs, kept)
         args.out.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".toml.tmp")
         tmp.write_text(text)
         tmp.replace(target)
+
+    measured = measure(ids, args.runs, args.solutions, not args.no_progress, after_each=write)
+    _, rows = render(measured, args.fraction, args.runs, kept)
     from rich.console import Console
     from rich.table import Table
 
