@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from coursekit.explain import explain_counts
-from coursekit.traffic import watch_traffic
+from coursekit.traffic import host_copies, sync_waits, watch_traffic
 
 
 @dataclass
@@ -56,8 +56,10 @@ class PracticeReport:
             *(f"  break: {r}" for r in self.reasons),
             f"graphs compiled so far, after each call: {self.frames}    (a count that grows is a recompile; usually "
             "asked: no growth once each shape has been seen)",
-            f"device->host syncs: {counts(self.syncs)}    (asked: none)",
-            f"host-built tensors: {counts(self.host_tensors)}    (asked: none)",
+            f"device->host syncs: {f'{sync_waits(self.syncs)}, seen as ' if self.syncs else ''}{counts(self.syncs)}"
+            "    (asked: none)",
+            f"host-built tensors: {f'{host_copies(self.host_tensors)}, seen as ' if self.host_tensors else ''}"
+            f"{counts(self.host_tensors)}    (asked: none)",
         ]
 
     def __str__(self) -> str:

@@ -14,6 +14,13 @@ On CPU neither costs a copy, but both show up in the profiler
 (``aten::_local_scalar_dense`` and ``aten::lift_fresh``), so the same check
 runs on a laptop and on a GPU.  On CUDA the profiler's memcpy events and
 ``torch.cuda.set_sync_debug_mode`` warnings are counted too.
+
+On CUDA one sync shows in several views at once: an ``.item()`` is an operator
+(``aten::_local_scalar_dense``), a ``Memcpy DtoH`` on the device, a
+``cudaStreamSynchronize`` runtime call and a sync-debug warning.  The events
+are listed by name as evidence; the number of syncs is the largest view
+(``sync_waits``), not their sum, and so is the number of host-built tensors
+(``host_copies``: ``aten::lift_fresh`` and ``Memcpy HtoD``).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import os
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +57,42 @@ SYNC_EVENTS = (
 )
 HOST_TENSOR_EVENTS = ("aten::lift_fresh",)
 HOST_READ_METHODS = ("tolist", "numpy")
+SYNC_WARNING = "cuda sync debug warning"
+
+
+def _sync_view(name: str) -> str:
+    """Which view of a host wait an event of ``Traffic.syncs`` belongs to."""
+    if name == "cudaStreamSynchronize":
+        return "runtime"
+    if name == SYNC_WARNING:
+        return "sync debug"
+    if name.startswith("Memcpy DtoH"):
+        return "device copies"
+    return "operators"  # SYNC_EVENTS and the Tensor methods of HOST_READ_METHODS
+
+
+def _largest_view(counts: Mapping[str, int], view: Callable[[str], str]) -> int:
+    views: Counter = Counter()
+    for name, n in counts.items():
+        views[view(name)] += n
+    return max(views.values(), default=0)
+
+
+def sync_waits(syncs: Mapping[str, int]) -> int:
+    """How many times the host read device data (on a GPU, waited for it), from the events ``Traffic.syncs`` counts.
+
+    On CUDA each wait shows in several views: the runtime call (``cudaStreamSynchronize``) and the sync-debug
+    warning see every wait, the reading operator (``aten::_local_scalar_dense``, ``Tensor.tolist``) and the device
+    copy (``Memcpy DtoH``) only some (a pageable host-to-device copy waits with neither). On a CPU only the operators
+    show. So: the largest view. Lesson 1's rung 0 on the H200 listed 8 events for its 3 waits."""
+    return _largest_view(syncs, _sync_view)
+
+
+def host_copies(host_tensors: Mapping[str, int]) -> int:
+    """How many tensors were built on the host and copied to the device, from the events ``Traffic.host_tensors``
+    counts: on CUDA one shows as ``aten::lift_fresh`` (made from Python data) and as a ``Memcpy HtoD``, a CPU tensor
+    moved to the device as the copy only, and on a CPU the copy never happens. So: the larger view."""
+    return _largest_view(host_tensors, lambda name: "device copies" if name.startswith("Memcpy HtoD") else "operators")
 
 
 @dataclass
@@ -62,11 +105,13 @@ class Traffic:
 
     @property
     def sync_count(self) -> int:
-        return sum(self.syncs.values())
+        """How many syncs (``sync_waits``): not the number of events, which on CUDA list each sync several times."""
+        return sync_waits(self.syncs)
 
     @property
     def host_tensor_count(self) -> int:
-        return sum(self.host_tensors.values())
+        """How many host-built tensors (``host_copies``): not the number of events."""
+        return host_copies(self.host_tensors)
 
     def summary(self) -> str:
         """A short, readable account, e.g. for a notebook or a failing check."""
@@ -75,8 +120,13 @@ class Traffic:
             return ", ".join(f"{k} x{v}" for k, v in counts.most_common()) or "none"
 
         sites = f" (sync-debug warnings raised at {fmt(self.sync_sites)})" if self.sync_sites else ""
+
+        def told(count: int, counts: Counter) -> str:
+            return f"{count}, seen as {fmt(counts)}" if counts else "none"
+
         return (
-            f"device->host syncs: {fmt(self.syncs)}; host-built tensors / H2D copies: {fmt(self.host_tensors)}" + sites
+            f"device->host syncs: {told(self.sync_count, self.syncs)}; "
+            f"host-built tensors / H2D copies: {told(self.host_tensor_count, self.host_tensors)}" + sites
         )
 
 
@@ -283,7 +333,7 @@ def watch_traffic(
         if "synchronizing" in str(w.message):
             if own:
                 continue
-            traffic.syncs["cuda sync debug warning"] += 1
+            traffic.syncs[SYNC_WARNING] += 1
             traffic.sync_sites[raiser or _short(w.filename, w.lineno)] += 1
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

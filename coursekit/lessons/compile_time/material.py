@@ -218,11 +218,14 @@ def lr_hygiene(
     depth: int = 1,
     lr: float = 1e-3,
     fail_on_recompile_after: int | None = None,
+    foreach: bool | None = None,
 ) -> HygieneRun:
     """``steps`` steps of AdamW + a warm-up-then-cosine ``LambdaLR`` with the step compiled; ``lr_kind`` is
     ``"float"`` or ``"tensor"``. Counts graphs with a ``CompileCounterWithBackend(backend)``. From step
-    ``fail_on_recompile_after + 1`` on, steps run under ``set_stance("fail_on_recompile")``. The model is the
-    lesson's ViT cut to ``depth`` blocks: compiling the optimizer's update costs time per parameter tensor (Inductor,
+    ``fail_on_recompile_after + 1`` on, steps run under ``set_stance("fail_on_recompile")``. ``foreach`` picks
+    AdamW's implementation (``None``: its default, the foreach kernels on CUDA, a loop over tensors on CPU; with
+    ``True``, AdamW refuses a tensor rate unless it is also ``capturable``). The model is the lesson's ViT cut to
+    ``depth`` blocks: compiling the optimizer's update costs time per parameter tensor (Inductor,
     caches off, smoke profile, one thread of a 2-core AMD EPYC, torch 2.14.1: 17 s for two blocks, 10 s for one),
     and one block recompiles as twelve do."""
     from torch._dynamo.testing import CompileCounterWithBackend
@@ -231,7 +234,8 @@ def lr_hygiene(
 
     torch.compiler.reset()
     model = make_vit(profile, replace(lesson_shape(profile), depth=depth))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=torch.tensor(lr) if lr_kind == "tensor" else lr)
+    rate = torch.tensor(lr) if lr_kind == "tensor" else lr
+    optimizer = torch.optim.AdamW(model.parameters(), lr=rate, foreach=foreach)
     sched = (scheduler or make_scheduler)(optimizer)
     counter = CompileCounterWithBackend(backend) if isinstance(backend, str) else backend
 

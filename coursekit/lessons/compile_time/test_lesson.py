@@ -44,6 +44,19 @@ def test_a_float_learning_rate_recompiles_and_a_tensor_one_does_not() -> None:
     assert len(set(tensor_run.lrs)) == 3  # warm-up, the peak held for a step, then the decay
 
 
+@pytest.mark.slow
+def test_with_foreach_kernels_aot_autograd_pins_a_float_rate_so_every_new_rate_compiles() -> None:
+    """Why the Inductor loop kept compiling on CUDA (where AdamW defaults to its foreach kernels) and not on a CPU (its
+    loop): AOTAutograd cannot turn the float the foreach kernels take into a tensor input, so it guards on its value."""
+    profile = get_profile()
+    loop = lr_hygiene(profile, "float", steps=4, backend="aot_eager", foreach=False)
+    kernels = lr_hygiene(profile, "float", steps=4, backend="aot_eager", foreach=True)
+    assert loop.graphs == [1, 2, 2, 2]  # automatic dynamic: the rate became an input after one recompile
+    # steps 2 and 3 read new rates, step 4 the same rate as step 3 (the warm-up's peak, held for a step)
+    assert kernels.graphs[0] < kernels.graphs[1] < kernels.graphs[2] == kernels.graphs[3]
+    assert kernels.lrs == pytest.approx(loop.lrs)
+
+
 def test_fail_on_recompile_stops_the_float_loop_only() -> None:
     profile = get_profile()
     with pytest.raises(RuntimeError, match="fail_on_recompile"):
