@@ -56,9 +56,9 @@ class PracticeReport:
             *(f"  break: {r}" for r in self.reasons),
             f"graphs compiled so far, after each call: {self.frames}    (a count that grows is a recompile; usually "
             "asked: no growth once each shape has been seen)",
-            f"device->host syncs: {f'{sync_waits(self.syncs)}, seen as ' if self.syncs else ''}{counts(self.syncs)}"
+            f"device->host syncs: {f'{sync_waits(self.syncs)}, events: ' if self.syncs else ''}{counts(self.syncs)}"
             "    (asked: none)",
-            f"host-built tensors: {f'{host_copies(self.host_tensors)}, seen as ' if self.host_tensors else ''}"
+            f"host-built tensors: {f'{host_copies(self.host_tensors)}, events: ' if self.host_tensors else ''}"
             f"{counts(self.host_tensors)}    (asked: none)",
         ]
 

@@ -60,21 +60,24 @@ HOST_READ_METHODS = ("tolist", "numpy")
 SYNC_WARNING = "cuda sync debug warning"
 
 
-def _sync_view(name: str) -> str:
-    """Which view of a host wait an event of ``Traffic.syncs`` belongs to."""
+def _sync_view(name: str) -> str | None:
+    """Which view of a host wait an event of ``Traffic.syncs`` belongs to; ``None`` for a device-to-host copy, which
+    is evidence of a wait but no count of them: a ``non_blocking`` copy to pinned memory waits for nothing, and a
+    blocking one shows as a runtime call too."""
     if name == "cudaStreamSynchronize":
         return "runtime"
     if name == SYNC_WARNING:
         return "sync debug"
     if name.startswith("Memcpy DtoH"):
-        return "device copies"
+        return None
     return "operators"  # SYNC_EVENTS and the Tensor methods of HOST_READ_METHODS
 
 
-def _largest_view(counts: Mapping[str, int], view: Callable[[str], str]) -> int:
+def _largest_view(counts: Mapping[str, int], view: Callable[[str], str | None]) -> int:
     views: Counter = Counter()
     for name, n in counts.items():
-        views[view(name)] += n
+        if (which := view(name)) is not None:
+            views[which] += n
     return max(views.values(), default=0)
 
 
@@ -82,9 +85,9 @@ def sync_waits(syncs: Mapping[str, int]) -> int:
     """How many times the host read device data (on a GPU, waited for it), from the events ``Traffic.syncs`` counts.
 
     On CUDA each wait shows in several views: the runtime call (``cudaStreamSynchronize``) and the sync-debug
-    warning see every wait, the reading operator (``aten::_local_scalar_dense``, ``Tensor.tolist``) and the device
-    copy (``Memcpy DtoH``) only some (a pageable host-to-device copy waits with neither). On a CPU only the operators
-    show. So: the largest view. Lesson 1's rung 0 on the H200 listed 8 events for its 3 waits."""
+    warning see every wait, the reading operator (``aten::_local_scalar_dense``, ``Tensor.tolist``) only some (a
+    pageable host-to-device copy waits without one), and most come with a ``Memcpy DtoH`` on the device. On a CPU
+    only the operators show. So: the largest view. Lesson 1's rung 0 on the H200 listed 8 events for its 3 waits."""
     return _largest_view(syncs, _sync_view)
 
 
@@ -122,7 +125,7 @@ class Traffic:
         sites = f" (sync-debug warnings raised at {fmt(self.sync_sites)})" if self.sync_sites else ""
 
         def told(count: int, counts: Counter) -> str:
-            return f"{count}, seen as {fmt(counts)}" if counts else "none"
+            return f"{count} (events: {fmt(counts)})" if counts else "none"
 
         return (
             f"device->host syncs: {told(self.sync_count, self.syncs)}; "
