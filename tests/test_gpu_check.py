@@ -42,7 +42,9 @@ def test_a_step_that_finished_is_not_run_again_and_the_results_pack(tmp_path: Pa
     first = gpu_check("--out", str(out), "--steps", "env", "--pack", str(pack))
     state = json.loads((out / "steps.json").read_text())
     assert state["env"]["status"] == "ok" and "1/1 steps done" in first
-    assert json.loads((out / "env.json").read_text())["torch"]
+    env = json.loads((out / "env.json").read_text())
+    assert env["torch"] and env["traffic"]["item"]["syncs"] == 1
+    assert env["traffic"]["a tensor from Python data"]["host_tensors"] == 1
     with tarfile.open(pack) as tar:
         assert f"{out.name}/steps.json" in tar.getnames()
     again = gpu_check("--out", str(out), "--steps", "env")

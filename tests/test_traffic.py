@@ -136,8 +136,9 @@ def test_a_sync_seen_in_several_views_counts_once() -> None:
 
 
 def test_a_non_blocking_copy_to_the_host_is_no_sync() -> None:
-    """``loss.to("cpu", non_blocking=True)`` into pinned memory (logging without waiting) shows on CUDA as a
-    ``Memcpy DtoH`` with no runtime wait and no sync-debug warning: it used to count as a sync, so exercise 1's
+    """A ``non_blocking`` copy into pinned memory (logging without waiting) should show on CUDA as a ``Memcpy DtoH``
+    with no runtime wait and no sync-debug warning (PyTorch's copy kernel records an event instead of synchronising;
+    not yet watched on a GPU: `make gpu-check`'s env step records it). It used to count as a sync, so exercise 1's
     ``train_step.no_sync`` would have failed a step that logs that way on a GPU."""
     traffic = Traffic()
     traffic.syncs["Memcpy DtoH (Device -> Pinned)"] += 1

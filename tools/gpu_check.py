@@ -2,7 +2,7 @@
 
 Each step runs in its own process under a time limit and records its status in ``steps.json``:
 
-* ``env``: versions, ``nvidia-smi``, the sandbox this machine offers;
+* ``env``: versions, ``nvidia-smi``, the sandbox this machine offers, what the traffic watch counts in known cases;
 * ``grade-exNN``: grade exercise NN's reference solution (``solutions/``) with the isolated grader;
 * ``lesson-NN``: execute lesson NN's notebook (the executed copy, outputs and all, lands in ``notebooks/``);
 * ``calibrate``: ``python -m grader calibrate`` (the file it writes is copied into the results);
@@ -236,6 +236,7 @@ def env_step(out: Path) -> int:
             "bf16_supported": torch.cuda.is_bf16_supported(),
             "tf32_matmul_default": torch.backends.cuda.matmul.allow_tf32,
         }
+    info["traffic"] = traffic_facts("cuda" if torch.cuda.is_available() else "cpu")
     (out / "env.json").write_text(json.dumps(info, indent=2) + "\n")
     smi = shutil.which("nvidia-smi")
     if smi:
@@ -244,6 +245,32 @@ def env_step(out: Path) -> int:
         (out / "nvidia-smi.txt").write_text(text)
     print(json.dumps(info, indent=2))
     return 0
+
+
+def traffic_facts(device: str) -> dict[str, dict]:
+    """What ``coursekit.traffic.watch_traffic`` counts on ``device`` for cases whose answer is known: a read on the
+    host (``.item()``: one sync), a tensor made from Python data (one host-built tensor; on CUDA a pageable copy that
+    also waits) and, on
+    CUDA, a ``non_blocking`` copy into pinned memory (no sync: ``sync_waits`` assumes so, unchecked on a GPU before)."""
+    import torch
+
+    from coursekit.traffic import watch_traffic
+
+    x = torch.ones(4, device=device)
+    cases = {
+        "item": lambda: x.sum().item(),
+        "a tensor from Python data": lambda: torch.tensor([1.0, 2.0], device=device),
+    }
+    if torch.device(device).type == "cuda":
+        pinned = torch.empty(4, pin_memory=True)
+        cases["non_blocking copy into pinned memory"] = lambda: pinned.copy_(x, non_blocking=True)
+    facts = {}
+    for name, case in cases.items():
+        case()  # warm: the first call of an operator may do one-off work
+        with watch_traffic(device) as seen:
+            case()
+        facts[name] = {"syncs": seen.sync_count, "host_tensors": seen.host_tensor_count, "summary": seen.summary()}
+    return facts
 
 
 def execute_step(notebook: Path, dest: Path, public: bool) -> int:
