@@ -39,6 +39,7 @@ class PracticeReport:
     frames: list[int]
     syncs: dict[str, int] = field(default_factory=dict)
     host_tensors: dict[str, int] = field(default_factory=dict)
+    device: str = "cpu"  # where the traffic was watched: it decides which events are waits (``sync_waits``)
 
     @property
     def recompiles(self) -> int:
@@ -48,18 +49,17 @@ class PracticeReport:
         """The report as text: each count beside what the hidden checks of that kind usually ask for (your
         exercise's task says where it allows more, e.g. a bounded number of compiles over a stream of shapes)."""
 
-        def counts(found: dict[str, int]) -> str:
-            return ", ".join(f"{k} x{v}" for k, v in found.items()) or "none"
+        def told(count: int, found: dict[str, int]) -> str:
+            events = ", ".join(f"{k} x{v}" for k, v in found.items())
+            return f"{count} (events: {events})" if found else "none"
 
         return [
             f"graphs: {self.graphs}, breaks: {self.breaks}    (usually asked: 1 graph, no break)",
             *(f"  break: {r}" for r in self.reasons),
             f"graphs compiled so far, after each call: {self.frames}    (a count that grows is a recompile; usually "
             "asked: no growth once each shape has been seen)",
-            f"device->host syncs: {f'{sync_waits(self.syncs)}, events: ' if self.syncs else ''}{counts(self.syncs)}"
-            "    (asked: none)",
-            f"host-built tensors: {f'{host_copies(self.host_tensors)}, events: ' if self.host_tensors else ''}"
-            f"{counts(self.host_tensors)}    (asked: none)",
+            f"device->host syncs: {told(sync_waits(self.syncs, self.device), self.syncs)}    (asked: none)",
+            f"host-built tensors: {told(host_copies(self.host_tensors), self.host_tensors)}    (asked: none)",
         ]
 
     def __str__(self) -> str:
@@ -118,6 +118,7 @@ def practice(
         frames,
         dict(traffic.syncs.most_common()),
         dict(traffic.host_tensors.most_common()),
+        str(device),
     )
     if show:
         print(report)

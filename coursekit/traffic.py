@@ -13,13 +13,13 @@ Two kinds of event stall an accelerator from the host side:
 On CPU neither costs a copy, but both show up in the profiler
 (``aten::_local_scalar_dense`` and ``aten::lift_fresh``), so the same check
 runs on a laptop and on a GPU.  On CUDA the profiler's memcpy events and
-``torch.cuda.set_sync_debug_mode`` warnings are counted too.
+``torch.cuda.set_sync_debug_mode`` warnings are listed too.
 
-On CUDA one sync shows in several views at once: an ``.item()`` is an operator
+On CUDA one sync shows as several events at once: an ``.item()`` is an operator
 (``aten::_local_scalar_dense``), a ``Memcpy DtoH`` on the device, a
-``cudaStreamSynchronize`` runtime call and a sync-debug warning.  The events
-are listed by name as evidence; the number of syncs is the largest view
-(``sync_waits``), not their sum, and so is the number of host-built tensors
+``cudaStreamSynchronize`` runtime call and a sync-debug warning.  Every event is
+listed by name as evidence; the number of syncs is counted once per wait
+(``sync_waits``), and the number of host-built tensors once per tensor
 (``host_copies``: ``aten::lift_fresh`` and ``Memcpy HtoD``).
 """
 
@@ -60,17 +60,18 @@ HOST_READ_METHODS = ("tolist", "numpy")
 SYNC_WARNING = "cuda sync debug warning"
 
 
-def _sync_view(name: str) -> str | None:
-    """Which view of a host wait an event of ``Traffic.syncs`` belongs to; ``None`` for a device-to-host copy, which
-    is evidence of a wait but no count of them: a ``non_blocking`` copy to pinned memory waits for nothing, and a
-    blocking one shows as a runtime call too."""
+def _sync_view(name: str, cuda: bool) -> str | None:
+    """Which kind of evidence of a host wait an event of ``Traffic.syncs`` is, for a watch on CUDA or not; ``None``
+    for an event that counts no wait there."""
     if name == "cudaStreamSynchronize":
         return "runtime"
     if name == SYNC_WARNING:
         return "sync debug"
     if name.startswith("Memcpy DtoH"):
-        return None
-    return "operators"  # SYNC_EVENTS and the Tensor methods of HOST_READ_METHODS
+        # a copy into pageable memory waits inside cudaMemcpyAsync, even non_blocking (no runtime call, no warning);
+        # one into pinned memory waits only where a runtime call shows it (.item()), or not at all (non_blocking)
+        return "pageable copies" if "Pageable" in name else None
+    return None if cuda else "reads"  # SYNC_EVENTS, HOST_READ_METHODS: on CUDA, a CPU tensor's read waits for nothing
 
 
 def _largest_view(counts: Mapping[str, int], view: Callable[[str], str | None]) -> int:
@@ -81,14 +82,17 @@ def _largest_view(counts: Mapping[str, int], view: Callable[[str], str | None]) 
     return max(views.values(), default=0)
 
 
-def sync_waits(syncs: Mapping[str, int]) -> int:
-    """How many times the host read device data (on a GPU, waited for it), from the events ``Traffic.syncs`` counts.
+def sync_waits(syncs: Mapping[str, int], device: str | torch.device = "cpu") -> int:
+    """How many times the host read device data (on a GPU, waited for it), from the events ``Traffic.syncs`` counted
+    in a watch on ``device``.
 
-    On CUDA each wait shows in several views: the runtime call (``cudaStreamSynchronize``) and the sync-debug
-    warning see every wait, the reading operator (``aten::_local_scalar_dense``, ``Tensor.tolist``) only some (a
-    pageable host-to-device copy waits without one), and most come with a ``Memcpy DtoH`` on the device. On a CPU
-    only the operators show. So: the largest view. Lesson 1's rung 0 on the H200 listed 8 events for its 3 waits."""
-    return _largest_view(syncs, _sync_view)
+    On CUDA a wait shows as a runtime call (``cudaStreamSynchronize``) and a sync-debug warning, or, for a copy into
+    pageable memory, as that copy alone; the reading operator (``aten::_local_scalar_dense``) shows only some waits,
+    and also reads of CPU tensors (an optimizer's step count), which wait for nothing. So on CUDA: the most of the
+    first three kinds (lesson 1's rung 0 on the H200 listed 8 events for its 3 waits, lesson 2's broken step 11
+    ``_local_scalar_dense`` for 7). On a CPU, where nothing waits, every read of tensor data counts."""
+    cuda = torch.device(device).type == "cuda"
+    return _largest_view(syncs, lambda name: _sync_view(name, cuda))
 
 
 def host_copies(host_tensors: Mapping[str, int]) -> int:
@@ -105,11 +109,12 @@ class Traffic:
     syncs: Counter = field(default_factory=Counter)
     host_tensors: Counter = field(default_factory=Counter)
     sync_sites: Counter = field(default_factory=Counter)  # where each CUDA sync-debug warning was raised
+    device: str = "cpu"  # the watched device, which decides what counts as a wait
 
     @property
     def sync_count(self) -> int:
         """How many syncs (``sync_waits``): not the number of events, which on CUDA list each sync several times."""
-        return sync_waits(self.syncs)
+        return sync_waits(self.syncs, self.device)
 
     @property
     def host_tensor_count(self) -> int:
@@ -297,7 +302,7 @@ def watch_traffic(
     recompiles; and torch 2.14 cannot run compiled code whose captured
     ``.item()`` leaves the graph (``capture_scalar_outputs``) under any mode.
     """
-    traffic = Traffic()
+    traffic = Traffic(device=str(device))
     cuda = torch.device(device).type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:

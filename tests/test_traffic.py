@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import torch
 
-from coursekit.traffic import Traffic, _count_profile
+from coursekit.traffic import Traffic, _count_profile, sync_waits
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # what CUDA's sync debug mode says
 
@@ -50,14 +50,14 @@ def profile_of_a_step_with_a_custom_op() -> SimpleNamespace:
 
 
 def test_copies_and_syncs_launched_inside_an_allowed_op_are_its_own() -> None:
-    traffic = Traffic()
+    traffic = Traffic(device="cuda")
     _count_profile(profile_of_a_step_with_a_custom_op(), traffic, allow_inside=("lesson02::",))
     assert dict(traffic.syncs) == {
         "aten::_local_scalar_dense": 1,
         "cudaStreamSynchronize": 1,
         "Memcpy DtoH (Device -> Pinned)": 1,
     }
-    assert traffic.host_tensor_count == 0
+    assert traffic.sync_count == 1 and traffic.host_tensor_count == 0
 
 
 def test_on_torch_2_11_an_allowed_ops_copies_are_found_through_its_kernel_list() -> None:
@@ -74,12 +74,13 @@ def test_on_torch_2_11_an_allowed_ops_copies_are_found_through_its_kernel_list()
     stray = op("aten::copy_", None, ("Memcpy DtoH (Device -> Pageable)",))
     device = [op("Memcpy DtoH (Device -> Pageable)"), op("Memcpy HtoD (Pageable -> Device)")]
     profile = SimpleNamespace(events=lambda: [custom, to_host, to_device, stray, *device, device[0]])
-    traffic = Traffic()
+    traffic = Traffic(device="cuda")
     _count_profile(profile, traffic, allow_inside=("lesson02::",))
     assert dict(traffic.syncs) == {"Memcpy DtoH (Device -> Pageable)": 1} and traffic.host_tensor_count == 0
-    counted = Traffic()
+    assert traffic.sync_count == 1  # a copy into pageable memory waits, even without a runtime call
+    counted = Traffic(device="cuda")
     _count_profile(profile, counted)
-    assert dict(counted.syncs) == {"Memcpy DtoH (Device -> Pageable)": 2} and counted.host_tensor_count == 1
+    assert counted.sync_count == 2 and counted.host_tensor_count == 1
 
 
 def test_a_sync_warning_raised_inside_an_allowed_custom_op_is_its_own() -> None:
@@ -107,9 +108,9 @@ def test_a_sync_warning_raised_inside_an_allowed_custom_op_is_its_own() -> None:
 
 
 def test_without_an_allowance_everything_counts() -> None:
-    traffic = Traffic()
+    traffic = Traffic(device="cuda")
     _count_profile(profile_of_a_step_with_a_custom_op(), traffic)
-    assert sum(traffic.syncs.values()) == 5  # two waits (the op's own, the stray .item()), seen in three views
+    assert sum(traffic.syncs.values()) == 5  # two waits (the op's own, the stray .item()), five events
     assert traffic.sync_count == 2 and dict(traffic.host_tensors) == {"Memcpy HtoD (Pageable -> Device)": 1}
 
 
@@ -117,7 +118,7 @@ def test_a_sync_seen_in_several_views_counts_once() -> None:
     """Lesson 1's rung 0 on the H200 (torch 2.11): three waits (a pageable copy of the weights, the assert's read, a
     pageable copy of the ``range`` index), listed as eight events, and two host-built tensors listed as four. Its
     table said 8 syncs and 4 host-built tensors; it now says 3 and 2."""
-    traffic = Traffic()
+    traffic = Traffic(device="cuda")
     traffic.syncs.update(
         {
             "cudaStreamSynchronize": 3,
@@ -131,20 +132,31 @@ def test_a_sync_seen_in_several_views_counts_once() -> None:
     assert traffic.summary().startswith("device->host syncs: 3 (events: cudaStreamSynchronize x3, ")
     assert "host-built tensors / H2D copies: 2 (events: aten::lift_fresh x2, Memcpy HtoD" in traffic.summary()
     on_a_cpu = Traffic()
-    on_a_cpu.syncs.update({"aten::_local_scalar_dense": 2, "Tensor.tolist": 1})  # one view: every read counts
+    on_a_cpu.syncs.update({"aten::_local_scalar_dense": 2, "Tensor.tolist": 1})  # nothing waits: every read counts
     assert on_a_cpu.sync_count == 3 and Traffic().sync_count == 0 and "syncs: none;" in Traffic().summary()
+
+
+def test_on_cuda_a_read_of_a_cpu_tensor_is_no_wait() -> None:
+    """Lesson 2's broken step on the H200 (torch 2.11) listed 11 ``_local_scalar_dense`` for 7 runtime waits and 7
+    sync-debug warnings: reads of CPU tensors wait for nothing. On CUDA they are evidence, not a count."""
+    traffic = Traffic(device="cuda:0")
+    traffic.syncs.update({"aten::_local_scalar_dense": 11, "cudaStreamSynchronize": 7, "cuda sync debug warning": 7})
+    assert traffic.sync_count == 7 and sync_waits(traffic.syncs, "cpu") == 11
+    assert sync_waits({"aten::_local_scalar_dense": 1}, torch.device("cuda")) == 0
 
 
 def test_a_non_blocking_copy_to_the_host_is_no_sync() -> None:
     """A ``non_blocking`` copy into pinned memory (logging without waiting) should show on CUDA as a ``Memcpy DtoH``
     with no runtime wait and no sync-debug warning (PyTorch's copy kernel records an event instead of synchronising;
     not yet watched on a GPU: `make gpu-check`'s env step records it). It used to count as a sync, so exercise 1's
-    ``train_step.no_sync`` would have failed a step that logs that way on a GPU."""
-    traffic = Traffic()
+    ``train_step.no_sync`` would have failed a step that copies its loss that way on a GPU (to read once an event
+    says it arrived). A copy into pageable memory waits, non_blocking or not, and still counts."""
+    traffic = Traffic(device="cuda")
     traffic.syncs["Memcpy DtoH (Device -> Pinned)"] += 1
     assert traffic.sync_count == 0 and traffic.summary().startswith("device->host syncs: 0 (events: Memcpy DtoH")
     traffic.syncs.update({"cudaStreamSynchronize": 1, "cuda sync debug warning": 1})  # a blocking one
     assert traffic.sync_count == 1
+    assert sync_waits({"Memcpy DtoH (Device -> Pageable)": 1}, "cuda") == 1
 
 
 def test_data_dependent_operators_count_as_host_reads_on_the_cpu_too() -> None:

@@ -62,7 +62,7 @@ def all_steps(out: Path) -> list[Step]:
 
     py, me = sys.executable, "tools.gpu_check"
     found = [
-        Step("env", (py, "-m", me, "env", str(out)), "versions, nvidia-smi, sandbox"),
+        Step("env", (py, "-m", me, "env", str(out)), "versions, nvidia-smi, sandbox, traffic facts"),
     ]
     for lesson in lessons():
         nb = ROOT / "solutions" / lesson.exercise
@@ -236,7 +236,10 @@ def env_step(out: Path) -> int:
             "bf16_supported": torch.cuda.is_bf16_supported(),
             "tf32_matmul_default": torch.backends.cuda.matmul.allow_tf32,
         }
-    info["traffic"] = traffic_facts("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        info["traffic"] = traffic_facts("cuda" if torch.cuda.is_available() else "cpu")
+    except Exception as exc:  # noqa: BLE001 - a profiler that fails here must not cost the versions and nvidia-smi
+        info["traffic"] = f"failed: {type(exc).__name__}: {exc}"[:500]
     (out / "env.json").write_text(json.dumps(info, indent=2) + "\n")
     smi = shutil.which("nvidia-smi")
     if smi:
@@ -250,8 +253,8 @@ def env_step(out: Path) -> int:
 def traffic_facts(device: str) -> dict[str, dict]:
     """What ``coursekit.traffic.watch_traffic`` counts on ``device`` for cases whose answer is known: a read on the
     host (``.item()``: one sync), a tensor made from Python data (one host-built tensor; on CUDA a pageable copy that
-    also waits) and, on
-    CUDA, a ``non_blocking`` copy into pinned memory (no sync: ``sync_waits`` assumes so, unchecked on a GPU before)."""
+    also waits) and, on CUDA, a ``non_blocking`` copy into pinned memory (no sync: ``sync_waits`` assumes so, not yet
+    checked on a GPU) and one into pageable memory (one sync: the copy waits)."""
     import torch
 
     from coursekit.traffic import watch_traffic
@@ -263,7 +266,9 @@ def traffic_facts(device: str) -> dict[str, dict]:
     }
     if torch.device(device).type == "cuda":
         pinned = torch.empty(4, pin_memory=True)
+        pageable = torch.empty(4)
         cases["non_blocking copy into pinned memory"] = lambda: pinned.copy_(x, non_blocking=True)
+        cases["non_blocking copy into pageable memory"] = lambda: pageable.copy_(x, non_blocking=True)
     facts = {}
     for name, case in cases.items():
         case()  # warm: the first call of an operator may do one-off work
