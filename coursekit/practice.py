@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from coursekit.explain import explain_counts
-from coursekit.traffic import host_copies, sync_waits, watch_traffic
+from coursekit.traffic import host_copies, sync_waits, told, watch_traffic
 
 
 @dataclass
@@ -48,10 +48,6 @@ class PracticeReport:
     def lines(self) -> list[str]:
         """The report as text: each count beside what the hidden checks of that kind usually ask for (your
         exercise's task says where it allows more, e.g. a bounded number of compiles over a stream of shapes)."""
-
-        def told(count: int, found: dict[str, int]) -> str:
-            events = ", ".join(f"{k} x{v}" for k, v in found.items())
-            return f"{count} (events: {events})" if found else "none"
 
         return [
             f"graphs: {self.graphs}, breaks: {self.breaks}    (usually asked: 1 graph, no break)",

@@ -102,6 +102,15 @@ def host_copies(host_tensors: Mapping[str, int]) -> int:
     return _largest_view(host_tensors, lambda name: "device copies" if name.startswith("Memcpy HtoD") else "operators")
 
 
+def _listed(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in Counter(counts).most_common()) or "none"
+
+
+def told(count: int, events: Mapping[str, int]) -> str:
+    """``count`` with the events it was counted from, e.g. ``3 (events: cudaStreamSynchronize x3, ...)``."""
+    return f"{count} (events: {_listed(events)})" if events else "none"
+
+
 @dataclass
 class Traffic:
     """Counts of host/device traffic seen while the watched code ran."""
@@ -123,15 +132,7 @@ class Traffic:
 
     def summary(self) -> str:
         """A short, readable account, e.g. for a notebook or a failing check."""
-
-        def fmt(counts: Counter) -> str:
-            return ", ".join(f"{k} x{v}" for k, v in counts.most_common()) or "none"
-
-        sites = f" (sync-debug warnings raised at {fmt(self.sync_sites)})" if self.sync_sites else ""
-
-        def told(count: int, counts: Counter) -> str:
-            return f"{count} (events: {fmt(counts)})" if counts else "none"
-
+        sites = f" (sync-debug warnings raised at {_listed(self.sync_sites)})" if self.sync_sites else ""
         return (
             f"device->host syncs: {told(self.sync_count, self.syncs)}; "
             f"host-built tensors / H2D copies: {told(self.host_tensor_count, self.host_tensors)}" + sites
