@@ -11,6 +11,9 @@ judge, which recognises them by the sandbox they carry (``NoNewPrivs`` and a sec
 afterwards: while the judge times its baseline, no learner thread or process can run, so none can slow it.
 ``end_all()`` kills them and reaps the orphans.
 
+``tree_usage()`` is what the judge polls while it waits for an answer: the learner processes' memory and how
+many threads and processes they run (``grader.learner`` stops a worker over either limit).
+
 ``same_cores()`` pins the judge and every learner thread to the same CPU cores while a speed check times them:
 on a virtual machine one core can run 30-60% slower than another for seconds at a time (a busy neighbour on
 the host's sibling thread), and a baseline and a candidate timed on different cores would compare the cores,
@@ -159,12 +162,26 @@ def same_cores(worker_pids: set[int], cpus: set[int]) -> Iterator[None]:
         _set_affinity(pids, None, saved)
 
 
-def tree_rss(worker_pids: set[int]) -> int:
-    """Resident memory of all learner processes, in bytes."""
-    total = 0
+def tree_usage(worker_pids: set[int]) -> tuple[int, int]:
+    """``(resident bytes, tasks)`` of all learner processes, a task being a thread or a single-threaded process:
+    what a fork or thread bomb grows, which shares one process's memory and so hides from the byte count."""
+    rss = tasks = 0
     for p in learner_processes(worker_pids):
         with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
+            with p.oneshot():
+                rss += p.memory_info().rss
+                tasks += p.num_threads()
+    return rss, tasks
+
+
+def user_tasks(uid: int) -> int:
+    """Threads of every process whose real user is ``uid``: what the kernel compares with ``RLIMIT_NPROC``."""
+    total = 0
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            with p.oneshot():
+                if p.uids().real == uid:
+                    total += p.num_threads()
     return total
 
 

@@ -4,10 +4,11 @@ Two learners implement the same interface:
 
 * ``RemoteLearner``, the grade: the notebook's definitions live in a sandboxed worker process
   (``grader.worker``), started from a fork server that imported torch once. The judge (this process)
-  never runs learner code. It sends a request, waits for exactly one answer with a deadline, a memory cap
-  and a disk floor, and parses the answer with ``grader.protocol`` (no pickle). A worker that dies, hangs,
-  grows too large or breaks the protocol is ended with everything it started; the next check gets a
-  fresh worker. While the judge times its own baseline, ``frozen()`` holds every learner process stopped.
+  never runs learner code. It sends a request, waits for exactly one answer with a deadline, and parses the
+  answer with ``grader.protocol`` (no pickle). Caps on memory, threads and processes and a disk floor are
+  watched while it waits and, by a watch thread, between requests. A worker that dies, hangs, grows too large
+  or breaks the protocol is ended with everything it started; the next check gets a fresh worker. While the
+  judge times its own baseline, ``frozen()`` holds every learner process stopped.
 * ``LocalLearner``, the learner's own feedback in a notebook: probes run in the same kernel. It is never
   a grade.
 """
@@ -21,9 +22,10 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,8 @@ PRELOAD = ["grader.preload"]  # what the fork server imports once
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE|^GRADER_", re.IGNORECASE)
 LOAD_TIMEOUT_S = 120.0
 MIN_FREE_DISK = 1024**3  # a worker that leaves less free disk than this is stopped (see disk_floor)
+MAX_TASKS_ENV = "GRADER_MAX_TASKS"
+WATCH_INTERVAL_S = 0.25  # how often the judge checks a worker's limits between requests (as while it waits)
 ROOT = Path(__file__).resolve().parents[1]
 SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions, every exercise
 SEED_SKIP = ("fxgraph", "aotautograd", "locks")  # cached graphs carry the source lines that compiled them
@@ -74,6 +78,26 @@ class Limits:
     memory_bytes: int
     check_timeout_s: float
     min_free_disk: int = MIN_FREE_DISK
+    max_tasks: int = field(default_factory=lambda: default_max_tasks())
+
+
+def default_max_tasks() -> int:
+    """Threads and processes a worker (with its children) may run at once: ``GRADER_MAX_TASKS``, else 512 or four a
+    core if more. A reference grading peaks at 13 on a 2-core CPU (torch's threads, the compiler's ``g++``); a
+    thread or fork bomb, which could take every process id on the machine from the other workers, is stopped."""
+    return int(os.environ.get(MAX_TASKS_ENV) or max(512, 4 * (os.cpu_count() or 1)))
+
+
+def task_ceiling(max_tasks: int, uid: int | None = None) -> int | None:
+    """The ``RLIMIT_NPROC`` a worker gets, behind the judge's own count: its user's threads now, plus twice
+    ``max_tasks``. It bounds a bomb faster than the judge's poll (4 a second); the kernel counts every process of
+    the user, so a worker bombing up to it can fail another's new threads until the judge ends it, not the
+    machine's. The kernel never applies it to root (``None`` then): grade as another user, or in a container with
+    a process limit (``docker run --pids-limit``), to have it."""
+    uid = os.getuid() if uid is None else uid
+    if uid == 0:
+        return None
+    return containment.user_tasks(uid) + 2 * max_tasks
 
 
 def disk_floor(free_at_start: int, min_free: int = MIN_FREE_DISK) -> int:
@@ -222,6 +246,8 @@ class _Worker:
     proc: Any
     conn: Any
     log: Path
+    stopped_because: str | None = None  # why the watch ended it between requests, for the next request to say
+    watch_done: threading.Event = field(default_factory=threading.Event)
 
 
 class RemoteLearner:
@@ -248,6 +274,7 @@ class RemoteLearner:
         self._starts = 0
         self._scratch: Path | None = None
         self._disk_floor = 0  # free bytes below which the worker is stopped (set with each scratch folder)
+        self._in_request = self._frozen = False  # the watch (``_watch``) polls only when neither
         self.local = False
         containment.become_subreaper()
 
@@ -307,6 +334,7 @@ class RemoteLearner:
             "device": self.profile.device,
             "environ": {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)},
             "data_limit": self.limits.memory_bytes if self.profile.device_class == "cpu" else None,
+            "task_limit": task_ceiling(self.limits.max_tasks) if sys.platform.startswith("linux") else None,
             "policy": {
                 k: ([str(p) for p in v] if isinstance(v, list) else str(v))
                 for k, v in vars(policy_for(scratch, self.profile.device)).items()
@@ -322,6 +350,7 @@ class RemoteLearner:
         os.set_blocking(parent.fileno(), False)
         self._worker = _Worker(proc, parent, log)
         machine_lock.register_worker(proc.pid)
+        threading.Thread(target=self._watch, args=(self._worker,), daemon=True).start()
         saved, self.deadline = self.deadline, time.monotonic() + LOAD_TIMEOUT_S
         try:
             answer = self._request({"op": "load", "cells": self.cells}, what="loading the notebook")
@@ -341,6 +370,7 @@ class RemoteLearner:
         if self._worker is None:
             return
         worker, self._worker = self._worker, None
+        worker.watch_done.set()
         machine_lock.unregister_worker(worker.proc.pid)
         containment.end_all({worker.proc.pid} if worker.proc.pid else set())
         with contextlib.suppress(Exception):
@@ -377,15 +407,51 @@ class RemoteLearner:
         self.close_worker()
         return WorkerLost(message)
 
-    def _check_limits(self) -> None:
-        """Called while waiting on the worker: stop it if it outgrows its memory or fills the disk."""
-        if containment.tree_rss(self.pids()) > self.limits.memory_bytes:
-            raise self._lost(
+    def _over_limits(self, pids: set[int]) -> str | None:
+        """Why the learner processes ``pids`` (a worker's tree) must be stopped, or None: too many threads or
+        processes, too much memory, or a disk filled."""
+        rss, tasks = containment.tree_usage(pids)
+        if tasks > self.limits.max_tasks:
+            return (
+                f"your code ran {tasks} threads and processes at once, more than the {self.limits.max_tasks} a "
+                "grading may, and was stopped: a thread or process started in a loop?"
+            )
+        if rss > self.limits.memory_bytes:
+            return (
                 f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
                 "of memory and was stopped: a huge allocation, or tensors kept alive in a list?"
             )
         if self._scratch is not None and shutil.disk_usage(self._scratch).free < self._disk_floor:
-            raise self._lost("your code filled the disk and was stopped: it may write only small files")
+            return "your code filled the disk and was stopped: it may write only small files"
+        return None
+
+    def _check_limits(self) -> None:
+        """Called while waiting on the worker: stop it if it is over a limit (``_over_limits``), or if the watch
+        stopped it between requests."""
+        why = (self._worker.stopped_because if self._worker else None) or self._over_limits(self.pids())
+        if why:
+            raise self._lost(why)
+
+    def _watch(self, worker: _Worker) -> None:
+        """Between requests, while the judge computes rather than waits, what ``_check_limits`` does while it waits:
+        a thread learner code left running could otherwise fork, spawn threads or allocate unwatched until the next
+        request. Over a limit, it ends the worker's tree and keeps the reason for the next request. It stays out of
+        the way of timing: it skips its poll while a request is on its way (``_check_limits`` polls then) and while
+        the worker is stopped by a speed check, this judge's or another's."""
+        pids = {worker.proc.pid}
+        while not worker.watch_done.wait(WATCH_INTERVAL_S):
+            if self._worker is not worker:
+                return
+            if self._in_request or self._frozen:
+                continue
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(worker.proc.pid).status() == psutil.STATUS_STOPPED:
+                    continue
+            why = self._over_limits(pids)
+            if why:
+                worker.stopped_because = why
+                containment.end_all(pids)
+                return
 
     @staticmethod
     def _unsolicited(fd: int) -> bool:
@@ -409,7 +475,10 @@ class RemoteLearner:
             raise ProtocolError("the worker sent a message nobody asked for")
         rid = self._next_id = self._next_id + 1
         started = time.monotonic()
+        self._in_request = True
         try:
+            if worker.stopped_because:  # the watch stopped the worker since the last answer (no poll here: this
+                raise self._lost(worker.stopped_because)  # may be inside a timed sample)
             send_frame(fd, pack({**header, "id": rid}, tensors), self.deadline, self._check_limits)
             data = recv_frame(fd, self.deadline, self._check_limits)
         except Deadline:
@@ -418,12 +487,16 @@ class RemoteLearner:
                 "blocking call, or far too slow a solution?"
             ) from None
         except (EOFError, BrokenPipeError, ConnectionResetError):
+            if worker.stopped_because:
+                raise self._lost(worker.stopped_because) from None
             worker.proc.join(5)
             tail = self._tail()
             raise self._lost(
                 f"the grading process {_death(worker.proc.exitcode)} while running {what}"
                 + (f"; its last output:\n{tail}" if tail else "")
             ) from None
+        finally:
+            self._in_request = False
         header_in, tensors_in = unpack(data)
         if header_in.get("id") != rid or not isinstance(header_in.get("ok"), bool):
             raise ProtocolError("the worker answered out of turn")
@@ -454,9 +527,13 @@ class RemoteLearner:
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[int]:
-        """Every learner process stopped (SIGSTOP) inside the block; yields how many."""
-        with containment.stopped(self.pids()) as count:
-            yield count
+        """Every learner process stopped (SIGSTOP) inside the block; yields how many. The watch pauses with them."""
+        self._frozen = True
+        try:
+            with containment.stopped(self.pids()) as count:
+                yield count
+        finally:
+            self._frozen = False
 
     @contextlib.contextmanager
     def same_cores(self, cpus: set[int]) -> Iterator[None]:

@@ -547,6 +547,16 @@ CHEATS: dict[str, Attack] = {
             "    time.sleep(3600)\n" + STEP
         },
     ),
+    "starts threads and processes in a loop (a bomb with small stacks, under the memory cap)": Attack(
+        "solution",
+        {UPDATE: "threads and processes at once", VALUES: "pass"},
+        edits={
+            STEP: "    import subprocess, threading\n    threading.stack_size(64 * 1024)\n"
+            "    hold = threading.Event()\n    swarm = [subprocess.Popen(['sleep', '331']) for _ in range(100)]\n"
+            "    for _ in range(3000):\n        threading.Thread(target=hold.wait, daemon=True).start()\n"
+            "    hold.wait()\n" + STEP
+        },
+    ),
     "calls sys.exit inside a check": Attack(
         "solution",
         {UPDATE: "exited with code 0", NO_SYNC: "exited with code 0", VALUES: "pass"},

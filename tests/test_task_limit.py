@@ -1,0 +1,120 @@
+"""A thread or fork bomb is stopped before it takes the machine's process ids from other workers and the judge: the
+judge counts the threads and processes of a worker's tree while it waits (``Limits.max_tasks``), and the kernel's
+``RLIMIT_NPROC`` backs that count for a grader that does not run as root. The bomb itself is a case in
+``tests/adversarial.py``, graded by ``tests/test_integrity.py``."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import pytest
+
+from coursekit.profile import get_profile
+from grader import containment
+from grader import learner as learner_module
+from grader.learner import Limits, RemoteLearner, WorkerLost, default_max_tasks, task_ceiling
+from grader.runner import sandbox_report
+from grader.worker import cap_tasks
+
+
+def _learner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, usage: list[tuple[int, int]]) -> RemoteLearner:
+    """A learner whose worker tree reports ``usage[0]`` as ``(resident bytes, tasks)``."""
+    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
+    monkeypatch.setattr(containment, "tree_usage", lambda pids: usage[0])
+    limits = Limits(memory_bytes=1 << 30, check_timeout_s=10, max_tasks=64)
+    learner = RemoteLearner([], "ex00", get_profile("smoke"), limits, report=sandbox_report("off"), workdir=tmp_path)
+    learner._new_scratch()
+    return learner
+
+
+def test_a_worker_over_its_threads_and_processes_is_stopped_with_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    usage = [(100 << 20, 64)]
+    learner = _learner(tmp_path, monkeypatch, usage)
+    learner._check_limits()  # at the limit: still grading
+    usage[0] = (100 << 20, 65)
+    with pytest.raises(WorkerLost, match="ran 65 threads and processes at once, more than the 64"):
+        learner._check_limits()
+    usage[0] = (2 << 30, 10)
+    with pytest.raises(WorkerLost, match="more than 1.0 GiB of memory"):
+        learner._check_limits()
+
+
+def test_the_default_leaves_room_for_every_core_and_can_be_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(learner_module.MAX_TASKS_ENV, raising=False)
+    assert default_max_tasks() >= max(512, 4 * (os.cpu_count() or 1))
+    monkeypatch.setenv(learner_module.MAX_TASKS_ENV, "2048")
+    assert default_max_tasks() == 2048 == Limits(memory_bytes=1, check_timeout_s=1).max_tasks
+
+
+def test_this_process_tree_is_counted_by_its_threads() -> None:
+    rss, tasks = containment.tree_usage({os.getpid()})
+    assert rss > 0 and tasks >= len(os.listdir("/proc/self/task")) >= 1
+
+
+def test_the_kernel_ceiling_is_the_users_threads_plus_room_and_none_for_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert task_ceiling(512, uid=0) is None, "the kernel never applies RLIMIT_NPROC to root"
+    monkeypatch.setattr(containment, "user_tasks", lambda uid: 40)
+    assert task_ceiling(512, uid=1000) == 40 + 1024
+    assert containment.user_tasks(os.getuid()) >= len(os.listdir("/proc/self/task"))
+
+
+def test_the_worker_lowers_its_process_limit_and_never_raises_it() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # in a child: the limit stays with it
+        os.close(read)
+        soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+        lowered = cap_tasks(5000)
+        raised = cap_tasks(10**6)  # a second, higher ceiling keeps the first
+        os.write(write, f"{soft} {lowered} {raised} {resource.getrlimit(resource.RLIMIT_NPROC)[1]}".encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    soft, lowered, raised, hard = (int(v) for v in os.read(read, 100).decode().split())
+    os.close(read)
+    expected = 5000 if soft in (resource.RLIM_INFINITY, -1) else min(soft, 5000)
+    assert lowered == raised == hard == expected
+
+
+# learner code that bombs a second after the notebook has loaded: between requests, while the judge is not waiting
+BOMB_AFTER_LOAD = """
+import threading
+import time
+
+
+def _bomb():
+    time.sleep(1.0)
+    threading.stack_size(64 * 1024)
+    hold = threading.Event()
+    for _ in range(3000):
+        threading.Thread(target=hold.wait, daemon=True).start()
+    hold.wait()
+
+
+BOMB = threading.Thread(target=_bomb, daemon=True).start()
+"""
+
+
+@pytest.mark.slow
+def test_a_bomb_between_requests_is_stopped_and_the_next_request_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
+    limits = Limits(memory_bytes=4 << 30, check_timeout_s=30, max_tasks=200)
+    report = sandbox_report("prefer")
+    with RemoteLearner(
+        [BOMB_AFTER_LOAD], "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path
+    ) as learner:
+        learner.start()
+        worker = learner._worker
+        deadline = time.monotonic() + 30
+        while worker.proc.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not worker.proc.is_alive(), "a worker bombing between requests ran on until the next one"
+        with pytest.raises(WorkerLost, match="threads and processes at once, more than the 200"):
+            learner.ask("any.probe", {})
