@@ -275,6 +275,7 @@ class RemoteLearner:
         self._scratch: Path | None = None
         self._disk_floor = 0  # free bytes below which the worker is stopped (set with each scratch folder)
         self._in_request = self._frozen = False  # the watch (``_watch``) polls only when neither
+        self.peak_tasks = 0  # the most threads and processes a poll found (the cap's margin, in reports)
         self.local = False
         containment.become_subreaper()
 
@@ -411,6 +412,7 @@ class RemoteLearner:
         """Why the learner processes ``pids`` (a worker's tree) must be stopped, or None: too many threads or
         processes, too much memory, or a disk filled."""
         rss, tasks = containment.tree_usage(pids)
+        self.peak_tasks = max(self.peak_tasks, tasks)
         if tasks > self.limits.max_tasks:
             return (
                 f"your code ran {tasks} threads and processes at once, more than the {self.limits.max_tasks} a "

@@ -41,6 +41,7 @@ def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used:
                 "load_problems": g.problems,
                 "flags": g.flags,
                 "sandbox": g.sandbox,
+                "worker_peak_tasks": g.peak_tasks,
             }
             for g in grades
         ],

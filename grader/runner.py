@@ -45,6 +45,7 @@ class NotebookGrade:
     problems: list[str] = field(default_factory=list)
     flags: list[dict] = field(default_factory=list)
     sandbox: str = ""
+    peak_tasks: int = 0  # the most threads and processes its workers ran at once, as the judge polled them
 
     @property
     def score(self) -> float:
@@ -152,9 +153,11 @@ def grade_notebook(
             learner.close_worker()
             _zero_all(grade, order, str(exc))
             bar.close()
+            grade.peak_tasks = learner.peak_tasks
             return grade
         if is_reference_solution(Path(notebook)):
             learner.harvest()
+        grade.peak_tasks = learner.peak_tasks
     bar.close()
     grade.results = [done[cid] for cid in order]
     return grade

@@ -36,6 +36,7 @@ def test_a_worker_over_its_threads_and_processes_is_stopped_with_a_message(
     usage = [(100 << 20, 64)]
     learner = _learner(tmp_path, monkeypatch, usage)
     learner._check_limits()  # at the limit: still grading
+    assert learner.peak_tasks == 64, "reports keep the most a poll found (worker_peak_tasks)"
     usage[0] = (100 << 20, 65)
     with pytest.raises(WorkerLost, match="ran 65 threads and processes at once, more than the 64"):
         learner._check_limits()
@@ -116,5 +117,6 @@ def test_a_bomb_between_requests_is_stopped_and_the_next_request_says_why(
         while worker.proc.is_alive() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not worker.proc.is_alive(), "a worker bombing between requests ran on until the next one"
+        assert learner.peak_tasks > 200
         with pytest.raises(WorkerLost, match="threads and processes at once, more than the 200"):
             learner.ask("any.probe", {})
