@@ -438,18 +438,17 @@ class RemoteLearner:
         """Between requests, while the judge computes rather than waits, what ``_check_limits`` does while it waits:
         a thread learner code left running could otherwise fork, spawn threads or allocate unwatched until the next
         request. Over a limit, it ends the worker's tree and keeps the reason for the next request. It stays out of
-        the way of timing: it skips its poll while a request is on its way (``_check_limits`` polls then) and while
-        the worker is stopped by a speed check, this judge's or another's."""
+        the way of timing: it skips its poll while a request is on its way (``_check_limits`` polls then), while
+        this judge's baseline runs, and while any judge on the machine runs a speed check (it asks the machine lock,
+        not the worker: learner code could stop its own worker to look frozen)."""
         pids = {worker.proc.pid}
         while not worker.watch_done.wait(WATCH_INTERVAL_S):
             if self._worker is not worker:
                 return
             if self._in_request or self._frozen:
                 continue
-            with contextlib.suppress(psutil.Error):
-                if psutil.Process(worker.proc.pid).status() == psutil.STATUS_STOPPED:
-                    continue
-            why = self._over_limits(pids)
+            with machine_lock.unless_timing() as free:
+                why = self._over_limits(pids) if free else None
             if why:
                 worker.stopped_because = why
                 containment.end_all(pids)

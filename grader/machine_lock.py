@@ -99,3 +99,23 @@ def checking(exclusive: bool) -> Iterator[None]:
         if exclusive:
             stack.enter_context(containment.stopped(_other_workers(), sandboxed_only=True))
         yield
+
+
+@contextlib.contextmanager
+def unless_timing() -> Iterator[bool]:
+    """Inside the block, True if no judge on this machine is running a speed check, which stays so until the block
+    ends (the shared side held without waiting); False if one is, this judge's own included. With the lock off,
+    always True."""
+    if _off():
+        yield True
+        return
+    fd = os.open(_folder() / "main.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)

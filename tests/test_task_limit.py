@@ -82,14 +82,16 @@ def test_the_worker_lowers_its_process_limit_and_never_raises_it() -> None:
     assert lowered == raised == hard == expected
 
 
-# learner code that bombs a second after the notebook has loaded: between requests, while the judge is not waiting
+# learner code that bombs a second after the notebook has loaded: between requests, while the judge is not waiting;
+# the second bomb first stops its worker (from a child), which looks like a worker frozen for a speed check
 BOMB_AFTER_LOAD = """
+import os
+import signal
 import threading
 import time
 
 
-def _bomb():
-    time.sleep(1.0)
+def _threads():
     threading.stack_size(64 * 1024)
     hold = threading.Event()
     for _ in range(3000):
@@ -97,20 +99,29 @@ def _bomb():
     hold.wait()
 
 
+def _bomb():
+    time.sleep(1.0)
+    if not STOP_FIRST:
+        _threads()
+    elif os.fork() == 0:
+        os.kill(os.getppid(), signal.SIGSTOP)
+        _threads()
+
+
 BOMB = threading.Thread(target=_bomb, daemon=True).start()
 """
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stop_first", [False, True], ids=["threads", "worker stopped, then threads in a child"])
 def test_a_bomb_between_requests_is_stopped_and_the_next_request_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_first: bool
 ) -> None:
     monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
     limits = Limits(memory_bytes=4 << 30, check_timeout_s=30, max_tasks=200)
+    cells = [f"STOP_FIRST = {stop_first}\n" + BOMB_AFTER_LOAD]
     report = sandbox_report("prefer")
-    with RemoteLearner(
-        [BOMB_AFTER_LOAD], "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path
-    ) as learner:
+    with RemoteLearner(cells, "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path) as learner:
         learner.start()
         worker = learner._worker
         deadline = time.monotonic() + 30
@@ -120,3 +131,20 @@ def test_a_bomb_between_requests_is_stopped_and_the_next_request_says_why(
         assert learner.peak_tasks > 200
         with pytest.raises(WorkerLost, match="threads and processes at once, more than the 200"):
             learner.ask("any.probe", {})
+
+
+def test_the_watch_polls_unless_a_judge_is_timing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It asks the machine lock, not the worker's state: learner code can stop its own worker to look frozen."""
+    from grader import machine_lock
+
+    monkeypatch.setenv(machine_lock.DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(machine_lock.LOCK_ENV, raising=False)
+    with machine_lock.unless_timing() as free:
+        assert free
+    with machine_lock.checking(exclusive=False), machine_lock.unless_timing() as free:
+        assert free, "a judge running an untimed check does not stop the watch"
+    with machine_lock.checking(exclusive=True), machine_lock.unless_timing() as free:
+        assert not free, "this judge's own speed check stops it"
+    monkeypatch.setenv(machine_lock.LOCK_ENV, "off")
+    with machine_lock.unless_timing() as free:
+        assert free
