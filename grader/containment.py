@@ -11,8 +11,8 @@ judge, which recognises them by the sandbox they carry (``NoNewPrivs`` and a sec
 afterwards: while the judge times its baseline, no learner thread or process can run, so none can slow it.
 ``end_all()`` kills them and reaps the orphans.
 
-``tree_usage()`` is what the judge polls while it waits for an answer: the learner processes' memory and how
-many threads and processes they run (``grader.learner`` stops a worker over either limit).
+``tree_usage()`` is what the judge polls, while it waits for an answer and between requests: the learner
+processes' memory and how many threads and processes they run (``grader.learner`` stops a worker over either).
 
 ``same_cores()`` pins the judge and every learner thread to the same CPU cores while a speed check times them:
 on a virtual machine one core can run 30-60% slower than another for seconds at a time (a busy neighbour on
@@ -174,15 +174,12 @@ def tree_usage(worker_pids: set[int]) -> tuple[int, int]:
     return rss, tasks
 
 
-def user_tasks(uid: int) -> int:
-    """Threads of every process whose real user is ``uid``: what the kernel compares with ``RLIMIT_NPROC``."""
-    total = 0
-    for p in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            with p.oneshot():
-                if p.uids().real == uid:
-                    total += p.num_threads()
-    return total
+def gone(pid: int) -> bool:
+    """True if ``pid`` has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
 
 
 def end_all(worker_pids: set[int]) -> None:

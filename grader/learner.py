@@ -88,18 +88,6 @@ def default_max_tasks() -> int:
     return int(os.environ.get(MAX_TASKS_ENV) or max(512, 4 * (os.cpu_count() or 1)))
 
 
-def task_ceiling(max_tasks: int, uid: int | None = None) -> int | None:
-    """The ``RLIMIT_NPROC`` a worker gets, behind the judge's own count: its user's threads now, plus twice
-    ``max_tasks``. It bounds a bomb faster than the judge's poll (4 a second); the kernel counts every process of
-    the user, so a worker bombing up to it can fail another's new threads until the judge ends it, not the
-    machine's. The kernel never applies it to root (``None`` then): grade as another user, or in a container with
-    a process limit (``docker run --pids-limit``), to have it."""
-    uid = os.getuid() if uid is None else uid
-    if uid == 0:
-        return None
-    return containment.user_tasks(uid) + 2 * max_tasks
-
-
 def disk_floor(free_at_start: int, min_free: int = MIN_FREE_DISK) -> int:
     """The free disk below which a worker is stopped: ``min_free``, or half of what was free when its scratch folder
     was made if that was less. A grading machine whose disk is already nearly full (CI after a large install) still
@@ -246,6 +234,8 @@ class _Worker:
     proc: Any
     conn: Any
     log: Path
+    scratch: Path | None = None  # its scratch folder and the free disk below which it is stopped (``disk_floor``)
+    disk_floor: int = 0
     stopped_because: str | None = None  # why the watch ended it between requests, for the next request to say
     watch_done: threading.Event = field(default_factory=threading.Event)
 
@@ -274,7 +264,8 @@ class RemoteLearner:
         self._starts = 0
         self._scratch: Path | None = None
         self._disk_floor = 0  # free bytes below which the worker is stopped (set with each scratch folder)
-        self._in_request = self._frozen = False  # the watch (``_watch``) polls only when neither
+        self._quiet = threading.RLock()  # held while anything is timed or asked: the watch never polls then
+        self._lifecycle = threading.Lock()  # a watch's poll and kill never overlap a worker's end (close_worker)
         self.peak_tasks = 0  # the most threads and processes a poll found (the cap's margin, in reports)
         self.local = False
         containment.become_subreaper()
@@ -335,7 +326,6 @@ class RemoteLearner:
             "device": self.profile.device,
             "environ": {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)},
             "data_limit": self.limits.memory_bytes if self.profile.device_class == "cpu" else None,
-            "task_limit": task_ceiling(self.limits.max_tasks) if sys.platform.startswith("linux") else None,
             "policy": {
                 k: ([str(p) for p in v] if isinstance(v, list) else str(v))
                 for k, v in vars(policy_for(scratch, self.profile.device)).items()
@@ -349,7 +339,7 @@ class RemoteLearner:
             proc.start()
         child.close()
         os.set_blocking(parent.fileno(), False)
-        self._worker = _Worker(proc, parent, log)
+        self._worker = _Worker(proc, parent, log, scratch, self._disk_floor)
         machine_lock.register_worker(proc.pid)
         threading.Thread(target=self._watch, args=(self._worker,), daemon=True).start()
         saved, self.deadline = self.deadline, time.monotonic() + LOAD_TIMEOUT_S
@@ -370,8 +360,9 @@ class RemoteLearner:
         """End the worker and everything it started."""
         if self._worker is None:
             return
-        worker, self._worker = self._worker, None
-        worker.watch_done.set()
+        with self._lifecycle:
+            worker, self._worker = self._worker, None
+            worker.watch_done.set()
         machine_lock.unregister_worker(worker.proc.pid)
         containment.end_all({worker.proc.pid} if worker.proc.pid else set())
         with contextlib.suppress(Exception):
@@ -408,9 +399,9 @@ class RemoteLearner:
         self.close_worker()
         return WorkerLost(message)
 
-    def _over_limits(self, pids: set[int]) -> str | None:
-        """Why the learner processes ``pids`` (a worker's tree) must be stopped, or None: too many threads or
-        processes, too much memory, or a disk filled."""
+    def _over_limits(self, pids: set[int], scratch: Path | None, floor: int) -> str | None:
+        """Why the learner processes of the workers ``pids`` must be stopped, or None: too many threads or
+        processes, too much memory, or the disk of ``scratch`` filled past ``floor``."""
         rss, tasks = containment.tree_usage(pids)
         self.peak_tasks = max(self.peak_tasks, tasks)
         if tasks > self.limits.max_tasks:
@@ -423,36 +414,52 @@ class RemoteLearner:
                 f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
                 "of memory and was stopped: a huge allocation, or tensors kept alive in a list?"
             )
-        if self._scratch is not None and shutil.disk_usage(self._scratch).free < self._disk_floor:
+        if scratch is not None and shutil.disk_usage(scratch).free < floor:
             return "your code filled the disk and was stopped: it may write only small files"
         return None
 
     def _check_limits(self) -> None:
         """Called while waiting on the worker: stop it if it is over a limit (``_over_limits``), or if the watch
         stopped it between requests."""
-        why = (self._worker.stopped_because if self._worker else None) or self._over_limits(self.pids())
+        stopped = self._worker.stopped_because if self._worker is not None else None
+        why = stopped or self._over_limits(self.pids(), self._scratch, self._disk_floor)
         if why:
             raise self._lost(why)
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No poll of the watch's inside the block: wrap every timed region in it, clock start to clock stop."""
+        with self._quiet:
+            yield
 
     def _watch(self, worker: _Worker) -> None:
         """Between requests, while the judge computes rather than waits, what ``_check_limits`` does while it waits:
         a thread learner code left running could otherwise fork, spawn threads or allocate unwatched until the next
-        request. Over a limit, it ends the worker's tree and keeps the reason for the next request. It stays out of
-        the way of timing: it skips its poll while a request is on its way (``_check_limits`` polls then), while
-        this judge's baseline runs, and while any judge on the machine runs a speed check (it asks the machine lock,
-        not the worker: learner code could stop its own worker to look frozen)."""
-        pids = {worker.proc.pid}
+        request. Over a limit, it ends the worker's tree and keeps the reason for the next request; a worker that
+        died leaving processes behind has them ended at once. It never polls inside ``quiet()`` (a request on its
+        way, where ``_check_limits`` polls, or anything timed), nor while another judge on the machine runs a
+        speed check (it asks the machine lock, not the worker's state: learner code can stop its own worker to
+        look frozen)."""
         while not worker.watch_done.wait(WATCH_INTERVAL_S):
-            if self._worker is not worker:
-                return
-            if self._in_request or self._frozen:
+            if not self._quiet.acquire(blocking=False):
                 continue
-            with machine_lock.unless_timing() as free:
-                why = self._over_limits(pids) if free else None
-            if why:
-                worker.stopped_because = why
-                containment.end_all(pids)
-                return
+            try:
+                with self._lifecycle:
+                    if worker.watch_done.is_set():
+                        return
+                    if containment.gone(worker.proc.pid):  # its orphans: adopted by this judge, frozen by no other
+                        containment.end_all({worker.proc.pid})
+                        return
+                    with machine_lock.unless_timing() as free:
+                        why = self._over_limits({worker.proc.pid}, worker.scratch, worker.disk_floor) if free else None
+                    if why:
+                        worker.stopped_because = why
+                        containment.end_all({worker.proc.pid})
+                        return
+            except Exception:  # a poll that failed (a process gone mid-read, a folder removed): try again
+                continue
+            finally:
+                self._quiet.release()
 
     @staticmethod
     def _unsolicited(fd: int) -> bool:
@@ -476,7 +483,7 @@ class RemoteLearner:
             raise ProtocolError("the worker sent a message nobody asked for")
         rid = self._next_id = self._next_id + 1
         started = time.monotonic()
-        self._in_request = True
+        self._quiet.acquire()
         try:
             if worker.stopped_because:  # the watch stopped the worker since the last answer (no poll here: this
                 raise self._lost(worker.stopped_because)  # may be inside a timed sample)
@@ -497,7 +504,7 @@ class RemoteLearner:
                 + (f"; its last output:\n{tail}" if tail else "")
             ) from None
         finally:
-            self._in_request = False
+            self._quiet.release()
         header_in, tensors_in = unpack(data)
         if header_in.get("id") != rid or not isinstance(header_in.get("ok"), bool):
             raise ProtocolError("the worker answered out of turn")
@@ -529,12 +536,8 @@ class RemoteLearner:
     @contextlib.contextmanager
     def frozen(self) -> Iterator[int]:
         """Every learner process stopped (SIGSTOP) inside the block; yields how many. The watch pauses with them."""
-        self._frozen = True
-        try:
-            with containment.stopped(self.pids()) as count:
-                yield count
-        finally:
-            self._frozen = False
+        with self._quiet, containment.stopped(self.pids()) as count:
+            yield count
 
     @contextlib.contextmanager
     def same_cores(self, cpus: set[int]) -> Iterator[None]:
@@ -590,6 +593,10 @@ class LocalLearner:
     @contextlib.contextmanager
     def frozen(self) -> Iterator[int]:
         yield 0
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        yield
 
     @contextlib.contextmanager
     def same_cores(self, cpus: set[int]) -> Iterator[None]:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 LOCK_ENV, DIR_ENV = "GRADER_LOCK", "GRADER_LOCK_DIR"
+_timing_here = 0  # how many exclusive holds this process is inside (its own speed checks)
 
 
 def _folder() -> Path:
@@ -98,15 +99,27 @@ def checking(exclusive: bool) -> Iterator[None]:
             stack.enter_context(_flock(main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH))
         if exclusive:
             stack.enter_context(containment.stopped(_other_workers(), sandboxed_only=True))
+            stack.enter_context(_counted())
         yield
 
 
 @contextlib.contextmanager
+def _counted() -> Iterator[None]:
+    global _timing_here
+    _timing_here += 1
+    try:
+        yield
+    finally:
+        _timing_here -= 1
+
+
+@contextlib.contextmanager
 def unless_timing() -> Iterator[bool]:
-    """Inside the block, True if no judge on this machine is running a speed check, which stays so until the block
-    ends (the shared side held without waiting); False if one is, this judge's own included. With the lock off,
-    always True."""
-    if _off():
+    """Inside the block, True unless another judge on this machine is running a speed check; while True, none can
+    start one until the block ends (the shared side held without waiting). This judge's own speed check gives True:
+    its timed regions keep out what they must themselves (``RemoteLearner.quiet``). With the lock off, always
+    True."""
+    if _off() or _timing_here:
         yield True
         return
     fd = os.open(_folder() / "main.lock", os.O_RDWR | os.O_CREAT, 0o600)

@@ -178,11 +178,12 @@ def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
 
 
 def _time_remote(learner, handle: str, schedule: list[tuple[int, float]]) -> tuple[float, Answer]:
-    start = time.perf_counter()
-    answer = learner.ask(
-        "timing.run", {"handle": handle, "schedule": [list(s) for s in schedule]}, what="the timed calls"
-    )
-    return time.perf_counter() - start, answer
+    with learner.quiet():  # nothing of the judge's own housekeeping inside the clock (RemoteLearner._watch)
+        start = time.perf_counter()
+        answer = learner.ask(
+            "timing.run", {"handle": handle, "schedule": [list(s) for s in schedule]}, what="the timed calls"
+        )
+        return time.perf_counter() - start, answer
 
 
 def compare(
@@ -362,9 +363,10 @@ def compare_checked(
 
 def time_once(learner, probe: str, args: dict, tensors: dict | None = None) -> tuple[float, Answer]:
     """Seconds from sending one request to receiving its answer, on the judge's clock."""
-    start = time.perf_counter()
-    answer = learner.ask(probe, args, tensors, what="the timed call")
-    return time.perf_counter() - start, answer
+    with learner.quiet():
+        start = time.perf_counter()
+        answer = learner.ask(probe, args, tensors, what="the timed call")
+        return time.perf_counter() - start, answer
 
 
 def time_baseline(fn: Callable[[], Any], learner, device: str) -> tuple[float, Any]:

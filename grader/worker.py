@@ -5,8 +5,7 @@ sandbox policy. Before it reads a byte of the notebook it:
 
 * leads a process group and session of its own, and adopts orphaned descendants (a child subreaper), so
   the judge can find, freeze and end everything learner code starts;
-* drops every environment variable but a short allow-list, caps file sizes, its user's threads (not for root,
-  see ``grader.learner.task_ceiling``) and, on CPU, its memory,
+* drops every environment variable but a short allow-list, caps file sizes (and, on CPU, its memory),
   closes every file descriptor but its channel to the judge and a log file, and points ``HOME``,
   ``TMPDIR`` and every compile cache at its scratch folder;
 * enters the sandbox (``grader.sandbox``): it can write only in that scratch folder, read only the Python
@@ -76,23 +75,12 @@ def _subreaper() -> None:
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of learner processes stay in this tree
 
 
-def cap_tasks(limit: int) -> int:
-    """Lower ``RLIMIT_NPROC`` (soft and hard) to ``limit``, never raising it; the cap set. It backs the judge's count
-    of threads and processes: see ``grader.learner.task_ceiling``."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
-    cap = min([limit] + [v for v in (soft, hard) if v != resource.RLIM_INFINITY])
-    resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
-    return cap
-
-
 def _harden(conn: Connection, config: dict) -> None:
     os.setsid()  # a process group and session of its own
     if sys.platform.startswith("linux"):
         _subreaper()
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if config.get("task_limit"):
-        cap_tasks(int(config["task_limit"]))
     if config.get("data_limit"):  # CPU only: CUDA reserves far more address space than it uses
         limit = int(config["data_limit"])
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
