@@ -265,6 +265,9 @@ class RemoteLearner:
         self._scratch: Path | None = None
         self._disk_floor = 0  # free bytes below which the worker is stopped (set with each scratch folder)
         self._quiet = threading.RLock()  # held while anything is timed or asked: the watch never polls then
+        self._quiet_depth = 0  # how deep the main thread is in quiet(), frozen() and requests
+        self._last_poll = 0.0  # when a poll last ran (the watch's, the wait loop's, or an overdue one)
+        self._watch_failed = False
         self._lifecycle = threading.Lock()  # a watch's poll and kill never overlap a worker's end (close_worker)
         self.peak_tasks = 0  # the most threads and processes a poll found (the cap's margin, in reports)
         self.local = False
@@ -403,6 +406,7 @@ class RemoteLearner:
         """Why the learner processes of the workers ``pids`` must be stopped, or None: too many threads or
         processes, too much memory, or the disk of ``scratch`` filled past ``floor``."""
         rss, tasks = containment.tree_usage(pids)
+        self._last_poll = time.monotonic()
         self.peak_tasks = max(self.peak_tasks, tasks)
         if tasks > self.limits.max_tasks:
             return (
@@ -428,9 +432,28 @@ class RemoteLearner:
 
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
-        """No poll of the watch's inside the block: wrap every timed region in it, clock start to clock stop."""
+        """No poll of the watch's inside the block: wrap every timed region in it, clock start to clock stop. A poll
+        the watch skipped meanwhile runs when the outermost block ends (``_overdue``)."""
         with self._quiet:
-            yield
+            self._quiet_depth += 1
+            try:
+                yield
+            finally:
+                self._quiet_depth -= 1
+        self._overdue()
+
+    def stop_reason(self) -> str | None:
+        """Why the watch ended the last worker between checks (it had gone over a limit), or None. The runner fails
+        the next check with it: that is the check a worker's restart would otherwise hide it from."""
+        worker = self._worker
+        return worker.stopped_because if worker is not None else None
+
+    def _overdue(self) -> None:
+        """The poll the watch could not run while a request or a timed region held ``quiet()`` (back-to-back timed
+        samples can hold it across every tick), run now that nothing is timed."""
+        if self._quiet_depth == 0 and self._worker is not None:
+            if time.monotonic() - self._last_poll > WATCH_INTERVAL_S:
+                self._check_limits()
 
     def _watch(self, worker: _Worker) -> None:
         """Between requests, while the judge computes rather than waits, what ``_check_limits`` does while it waits:
@@ -450,13 +473,16 @@ class RemoteLearner:
                     if containment.gone(worker.proc.pid):  # its orphans: adopted by this judge, frozen by no other
                         containment.end_all({worker.proc.pid})
                         return
-                    with machine_lock.unless_timing() as free:
+                    with machine_lock.unless_timing() as free:  # the kill too: no judge times while it runs
                         why = self._over_limits({worker.proc.pid}, worker.scratch, worker.disk_floor) if free else None
-                    if why:
-                        worker.stopped_because = why
-                        containment.end_all({worker.proc.pid})
-                        return
-            except Exception:  # a poll that failed (a process gone mid-read, a folder removed): try again
+                        if why:
+                            worker.stopped_because = why
+                            containment.end_all({worker.proc.pid})
+                            return
+            except Exception as exc:  # a poll that failed (a process gone mid-read, a folder removed): try again
+                if not self._watch_failed:
+                    self._watch_failed = True
+                    print(f"grader: the worker watch's poll failed ({exc!r}); it keeps trying", file=sys.stderr)
                 continue
             finally:
                 self._quiet.release()
@@ -484,6 +510,7 @@ class RemoteLearner:
         rid = self._next_id = self._next_id + 1
         started = time.monotonic()
         self._quiet.acquire()
+        self._quiet_depth += 1
         try:
             if worker.stopped_because:  # the watch stopped the worker since the last answer (no poll here: this
                 raise self._lost(worker.stopped_because)  # may be inside a timed sample)
@@ -504,6 +531,7 @@ class RemoteLearner:
                 + (f"; its last output:\n{tail}" if tail else "")
             ) from None
         finally:
+            self._quiet_depth -= 1
             self._quiet.release()
         header_in, tensors_in = unpack(data)
         if header_in.get("id") != rid or not isinstance(header_in.get("ok"), bool):
@@ -514,6 +542,7 @@ class RemoteLearner:
             values = header_in.get("values")
             if not isinstance(values, dict):
                 raise ProtocolError("the worker's answer has no values")
+            self._overdue()  # no timed region holds quiet() here: a poll the watch skipped runs now
             return Answer(header.get("probe", header.get("op", "")), values, tensors_in)
         error = header_in.get("error")
         if not isinstance(error, dict):
@@ -536,7 +565,7 @@ class RemoteLearner:
     @contextlib.contextmanager
     def frozen(self) -> Iterator[int]:
         """Every learner process stopped (SIGSTOP) inside the block; yields how many. The watch pauses with them."""
-        with self._quiet, containment.stopped(self.pids()) as count:
+        with self.quiet(), containment.stopped(self.pids()) as count:
             yield count
 
     @contextlib.contextmanager

@@ -134,6 +134,11 @@ def grade_notebook(
                     )
                     continue
                 # everything this judge asks of its worker happens under the machine's lock (see machine_lock)
+                if why := learner.stop_reason():  # the watch ended the worker since the last check: this one says so
+                    learner.close_worker()
+                    done[cid] = CheckResult.failed(check, why)
+                    bar.update(1)
+                    continue
                 with machine_lock.checking(exclusive=check.kind == "speed"):
                     if check.fresh or not learner.alive:
                         try:

@@ -267,7 +267,8 @@ def compare(
             mine = prints_of(_time_local(baseline, local, sched if lockstep else schedule(1), grads, device, params))
             check(answer, sched, mine)
         first = schedule(1)
-        once_b, (_, mine) = _time_local(baseline, local, first, grads, device, params)
+        with learner.quiet():
+            once_b, (_, mine) = _time_local(baseline, local, first, grads, device, params)
         once_c, answer = _time_remote(learner, handle, first if lockstep else schedule(1))
         if lockstep:
             check(answer, first, mine)

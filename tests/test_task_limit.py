@@ -99,17 +99,52 @@ def test_a_bomb_between_requests_is_stopped_and_the_next_request_says_why(
     with RemoteLearner(cells, "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path) as learner:
         learner.start()
         worker = learner._worker
-        if not stop_first:  # inside quiet(), the judge's timed regions, the watch leaves the worker alone
-            with learner.quiet():
-                time.sleep(3.0)
-                assert worker.proc.is_alive() and containment.tree_usage({worker.proc.pid})[1] > 200
         deadline = time.monotonic() + 30
         while worker.proc.is_alive() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not worker.proc.is_alive(), "a worker bombing between requests ran on until the next one"
         assert learner.peak_tasks > 200
+        assert "threads and processes at once, more than the 200" in (learner.stop_reason() or "")
         with pytest.raises(WorkerLost, match="threads and processes at once, more than the 200"):
             learner.ask("any.probe", {})
+
+
+@pytest.mark.slow
+def test_a_bomb_is_left_alone_inside_quiet_and_stopped_as_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """quiet() holds every timed region; back-to-back timed samples can hold it across every tick of the watch, so
+    the poll it skipped runs when the outermost quiet() ends, outside any clock."""
+    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
+    limits = Limits(memory_bytes=4 << 30, check_timeout_s=30, max_tasks=200)
+    cells = ["STOP_FIRST = False\n" + BOMB_AFTER_LOAD]
+    report = sandbox_report("prefer")
+    with RemoteLearner(cells, "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path) as learner:
+        learner.start()
+        worker = learner._worker
+        with pytest.raises(WorkerLost, match="threads and processes at once, more than the 200"):
+            with learner.quiet():
+                with learner.quiet():  # nested: only the outermost end polls
+                    time.sleep(3.0)
+                assert worker.proc.is_alive() and containment.tree_usage({worker.proc.pid})[1] > 200
+        assert containment.gone(worker.proc.pid) or not worker.proc.is_alive()
+
+
+@pytest.mark.slow
+def test_the_next_check_fails_with_the_reason_the_watch_stopped_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between checks the runner starts a new worker for a dead one: the check after the stop says why, not the
+    restart's clean slate."""
+    from grader.runner import grade_notebook
+    from tests.submissions import ROOT
+
+    reasons = ["your code ran 999 threads and processes at once (a stand-in for the watch's reason)"]
+    monkeypatch.setattr(RemoteLearner, "stop_reason", lambda self: reasons.pop() if reasons else None)
+    notebook = ROOT / "solutions" / "00_orientation.ipynb"
+    ids = ["ex00.capture.graph", "ex00.recompiles.count"]
+    grade = grade_notebook(notebook, "ex00", get_profile("smoke"), 3, check_ids=ids, progress=False)
+    first, second = grade.results
+    assert not first.passed and "999 threads" in first.message
+    assert second.passed, second.message
 
 
 OTHER_JUDGE_TIMING = """
