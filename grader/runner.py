@@ -133,12 +133,12 @@ def grade_notebook(
                         check, "the notebook's total grading time budget ran out before this check could run"
                     )
                     continue
-                # everything this judge asks of its worker happens under the machine's lock (see machine_lock)
                 if why := learner.stop_reason():  # the watch ended the worker since the last check: this one says so
                     learner.close_worker()
                     done[cid] = CheckResult.failed(check, why)
                     bar.update(1)
                     continue
+                # everything this judge asks of its worker happens under the machine's lock (see machine_lock)
                 with machine_lock.checking(exclusive=check.kind == "speed"):
                     if check.fresh or not learner.alive:
                         try:

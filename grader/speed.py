@@ -178,12 +178,8 @@ def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
 
 
 def _time_remote(learner, handle: str, schedule: list[tuple[int, float]]) -> tuple[float, Answer]:
-    with learner.quiet():  # nothing of the judge's own housekeeping inside the clock (RemoteLearner._watch)
-        start = time.perf_counter()
-        answer = learner.ask(
-            "timing.run", {"handle": handle, "schedule": [list(s) for s in schedule]}, what="the timed calls"
-        )
-        return time.perf_counter() - start, answer
+    args = {"handle": handle, "schedule": [list(s) for s in schedule]}
+    return time_once(learner, "timing.run", args, what="the timed calls")
 
 
 def compare(
@@ -362,11 +358,14 @@ def compare_checked(
     return result, required
 
 
-def time_once(learner, probe: str, args: dict, tensors: dict | None = None) -> tuple[float, Answer]:
-    """Seconds from sending one request to receiving its answer, on the judge's clock."""
+def time_once(
+    learner, probe: str, args: dict, tensors: dict | None = None, what: str = "the timed call"
+) -> tuple[float, Answer]:
+    """Seconds from sending one request to receiving its answer, on the judge's clock. Inside ``learner.quiet()``:
+    nothing of the judge's own housekeeping runs inside the clock (``RemoteLearner._watch``)."""
     with learner.quiet():
         start = time.perf_counter()
-        answer = learner.ask(probe, args, tensors, what="the timed call")
+        answer = learner.ask(probe, args, tensors, what=what)
         return time.perf_counter() - start, answer
 
 

@@ -9,7 +9,9 @@ of the report (secrets an attack tries to leak through its error messages); ``fl
 submission with a protocol flag; ``untouched`` paths (relative to the repository) must be byte-for-byte the
 same after grading, and ``absent`` ones must not exist. ``tests/test_integrity.py`` runs them all.
 
-New tricks belong here: every cheat ever found becomes a case.
+New tricks belong here: every cheat ever found becomes a case. Attacks that act outside any check (a bomb that
+starts between requests, one that first stops its own worker, a worker that dies leaving processes behind) need a
+worker driven step by step, and are in ``tests/test_task_limit.py``.
 """
 
 from __future__ import annotations
