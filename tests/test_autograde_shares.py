@@ -1,12 +1,19 @@
-"""``make autograde JOBS=n`` deals the class to n nbgrader processes, each grading its share in one process."""
+"""``make autograde JOBS=n`` deals the class to n nbgrader processes, each grading its share in one process, and on
+CUDA each on a GPU of its own."""
 
 from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
 
-from tools.classroom import share_options, shares  # noqa: E402
+import tools.classroom as classroom  # noqa: E402
+from tools.classroom import gpu_jobs, share_options, shares  # noqa: E402
 
 
 def test_students_are_dealt_round_robin_and_each_share_is_selected_exactly() -> None:
@@ -23,3 +30,42 @@ def test_a_student_id_with_a_comma_gets_a_process_of_its_own() -> None:
     # nbgrader splits student_id_exclude at commas: such an id could not be excluded from the other shares
     assert shares(["a,b", "c", "d"], 2) == [["a,b"], ["c"], ["d"]]
     assert share_options(["a,b"], ["a,b", "c"]) == ["--student=a,b"]
+
+
+def test_on_cuda_jobs_are_cut_to_the_gpus_and_on_cpu_they_stand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert gpu_jobs(3, ["0", "1"]) == (2, ["0", "1"])
+    assert "each takes a GPU of its own and 2 are visible: grading 2 at a time" in capsys.readouterr().out
+    assert gpu_jobs(1, ["4", "5"]) == (1, ["4"])
+    assert gpu_jobs(4, []) == (4, [])  # CPU: nothing printed, nothing cut
+    assert capsys.readouterr().out == ""
+
+
+def test_no_two_nbgrader_processes_share_a_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five processes (a comma in an id gives each learner one) through a pool of two, on two GPUs: a process
+    starts only on a GPU that no running process holds, and every process gets one."""
+    students = ["a,b", "carol", "dave", "erin", "frank"]
+    for student in students:
+        (tmp_path / "submitted" / student / "ex01").mkdir(parents=True)
+    holders: dict[str, str] = {}
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def fake_nbgrader(course: Path, *args: str, env: dict | None = None, **_: object) -> None:
+        gpu = (env or {}).get("CUDA_VISIBLE_DEVICES")
+        with lock:
+            assert gpu in ("0", "1"), f"a process started without a GPU of its own ({gpu!r})"
+            assert gpu not in holders, f"GPU {gpu} given to {args[-1]} while {holders.get(gpu)} held it"
+            holders[gpu] = args[-1]
+            seen.append(gpu)
+        time.sleep(0.05)
+        with lock:
+            del holders[gpu]
+
+    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
+    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
+    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: gpu_jobs(jobs, ["0", "1"]))
+    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
+    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    classroom.autograde(tmp_path, ["ex01"], jobs=3, force=False)
+    assert len(seen) == len(students) and set(seen) == {"0", "1"}

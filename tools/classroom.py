@@ -31,6 +31,7 @@ import html
 import inspect
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -579,12 +580,17 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
     print(f"learner code: {report.describe()}", flush=True)
     ensure_course(course)
     env = {UNSANDBOXED_ENV: "1"} if unsandboxed else {}
+    jobs, gpus = gpu_jobs(jobs)
+    where = f", one GPU each ({', '.join(gpus)})" if gpus and jobs > 1 else ""
+    slots: queue.SimpleQueue[dict[str, str]] = queue.SimpleQueue()
+    for slot in share_slots(jobs, gpus):  # one for each of the pool's threads: no two processes share a GPU
+        slots.put(slot)
     for assignment in which or assignments(course):
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
         if not students:
             continue
         extra = ["--force"] if force else []
-        print(f"autograding {assignment}: {len(students)} submission(s), {jobs} at a time", flush=True)
+        print(f"autograding {assignment}: {len(students)} submission(s), {jobs} at a time{where}", flush=True)
         if jobs <= 1:
             nbgrader(course, "autograde", assignment, *extra, env=env)
             continue
@@ -592,7 +598,11 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         selections = [share_options(share, students) for share in shares(students, jobs)]
 
         def grade_share(selection: list[str], assignment: str = assignment, extra: list[str] = extra) -> None:
-            nbgrader(course, "autograde", assignment, *extra, *selection, env=env)
+            slot = slots.get()
+            try:
+                nbgrader(course, "autograde", assignment, *extra, *selection, env={**env, **slot})
+            finally:
+                slots.put(slot)
 
         with _gradebook(course):  # the course's row, made once: parallel nbgrader processes would race to insert it
             pass
@@ -600,6 +610,32 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
             list(pool.map(grade_share, selections))
     graded = which or assignments(course)
     print("\n".join(["points in the gradebook:", *autograde_summary(course, graded)]), flush=True)
+
+
+def gpu_jobs(jobs: int, gpus: list[str] | None = None) -> tuple[int, list[str]]:
+    """How many nbgrader processes to run at once, and on CUDA the GPUs they take. Grading on CUDA, each process
+    gets a GPU of its own, as a ``grader batch`` slot does: on a shared one, a submission that held the GPU's
+    memory would fail a classmate's checks with out-of-memory errors, and two honest full-size gradings may not
+    fit beside each other. So ``jobs`` is cut to the GPUs visible (``CUDA_VISIBLE_DEVICES`` respected), with a
+    printed reason; on CPU ``gpus`` is empty and ``jobs`` stands."""
+    if gpus is None:
+        from coursekit.profile import get_profile
+        from grader.batch import cuda_slots
+
+        gpus = cuda_slots(None) if get_profile().device_class == "cuda" else []
+    if gpus and jobs > len(gpus):
+        print(
+            f"autograde: {jobs} jobs asked, but on CUDA each takes a GPU of its own and {len(gpus)} "
+            f"{'is' if len(gpus) == 1 else 'are'} visible: grading {len(gpus)} at a time",
+            flush=True,
+        )
+        jobs = len(gpus)
+    return jobs, gpus[:jobs] if gpus else []
+
+
+def share_slots(count: int, gpus: list[str]) -> list[dict[str, str]]:
+    """The environment each of ``count`` nbgrader processes adds: its own GPU on CUDA, nothing on CPU."""
+    return [{"CUDA_VISIBLE_DEVICES": gpus[i]} if gpus else {} for i in range(count)]
 
 
 def shares(students: list[str], jobs: int) -> list[list[str]]:
