@@ -57,7 +57,8 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
     except Exception as exc:  # noqa: BLE001 - a fault in the judge: the learner is not blamed silently
         passed, message = (
             False,
-            f"the grader could not run this check ({type(exc).__name__}: {exc}); tell your instructor",
+            _out_of_memory(exc)
+            or (f"the grader could not run this check ({type(exc).__name__}: {exc}); tell your instructor"),
         )
         replace_worker = True
     else:
@@ -88,3 +89,25 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
     )
     result.replace_worker = replace_worker
     return result
+
+
+def _out_of_memory(exc: Exception) -> str | None:
+    """For the GPU running out of memory in the judge, a message that says who held it. The judge shares its GPU
+    with its own worker only (a ``grader batch`` slot or an autograde process has a GPU to itself), so what the
+    judge's allocator does not hold is the worker's, give or take the judge's CUDA context (some hundreds of MiB)."""
+    import torch
+
+    if not isinstance(exc, torch.OutOfMemoryError) or not torch.cuda.is_available():
+        return None
+    try:
+        free, total = torch.cuda.mem_get_info()
+        held = total - free - torch.cuda.memory_reserved()
+    except RuntimeError:
+        return None
+    gib = 1 << 30
+    return (
+        f"the GPU ran out of memory while the grader ran this check, with {held / gib:.1f} GiB of "
+        f"its {total / gib:.1f} GiB held outside the grader, by your code's worker: GPU tensors kept alive at load "
+        "time or between calls (a cache or a global) leave the grader too little. If your code keeps none, tell "
+        "your instructor"
+    )

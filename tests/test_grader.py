@@ -270,3 +270,32 @@ def test_pytest_front_end_runs_the_same_checks() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "3 passed" in proc.stdout
+
+
+def test_the_gpu_running_out_of_memory_in_the_judge_says_who_held_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA a worker that keeps the GPU's memory makes the judge's own reference run out of it: the message
+    names what the judge did not hold, not a grader fault (faked here: no GPU on CI)."""
+    import torch
+
+    from grader import registry
+    from grader.results import run_check
+
+    monkeypatch.setattr(registry, "CHECKS", dict(registry.CHECKS))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (1 << 30, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: 3 << 30)
+
+    @registry.check("ex01.test_only.reference_oom", kind="correctness", points=1, needs=("SmoothedCE",))
+    def reference_oom(learner, ctx) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    @registry.check("ex01.test_only.judge_bug", kind="correctness", points=1, needs=("SmoothedCE",))
+    def judge_bug(learner, ctx) -> None:
+        raise KeyError("reference")
+
+    learner = type("Learner", (), {"needs": None})()
+    oom = run_check(registry.get("ex01.test_only.reference_oom"), learner, None)
+    assert not oom.passed and oom.replace_worker
+    assert "76.0 GiB of its 80.0 GiB held outside the grader, by your code's worker" in oom.message, oom.message
+    bug = run_check(registry.get("ex01.test_only.judge_bug"), learner, None)
+    assert "the grader could not run this check (KeyError" in bug.message, bug.message
