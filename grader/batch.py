@@ -43,6 +43,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from coursekit.profile import get_profile
+from grader import spreadsheet
 from grader.context import Context
 from grader.interface import NOTEBOOKS, exercise_for
 from grader.registry import checks_for, get
@@ -219,23 +220,27 @@ def write_summary(out: Path, jobs: list[Job]) -> tuple[Path, Path]:
                 continue
             for c in report["checks"]:
                 rows.writerow(
+                    spreadsheet.row(
+                        {
+                            "student": job.student,
+                            "exercise": job.exercise,
+                            "check": c["id"],
+                            **{k: c[k] for k in SUMMARY_FIELDS[3:]},
+                        }
+                    )
+                )
+            totals.writerow(
+                spreadsheet.row(
                     {
                         "student": job.student,
                         "exercise": job.exercise,
-                        "check": c["id"],
-                        **{k: c[k] for k in SUMMARY_FIELDS[3:]},
+                        "score": report["score"],
+                        "max_score": report["max_score"],
+                        "integrity": "; ".join(report.get("integrity", [])),
+                        "thresholds": report["thresholds"],
+                        "report": str(job.report),
                     }
                 )
-            totals.writerow(
-                {
-                    "student": job.student,
-                    "exercise": job.exercise,
-                    "score": report["score"],
-                    "max_score": report["max_score"],
-                    "integrity": "; ".join(report.get("integrity", [])),
-                    "thresholds": report["thresholds"],
-                    "report": str(job.report),
-                }
             )
     return summary, scores
 

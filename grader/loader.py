@@ -54,6 +54,11 @@ def read_cells(path: str | Path) -> list[str]:
             f"{path.name} is not valid notebook JSON (line {exc.lineno}: {exc.msg}); "
             "was it truncated or edited by hand?"
         ) from None
+    except RecursionError:  # valid JSON nested deeper than Python's parser recurses: no editor writes that
+        raise NotebookError(
+            f"{path.name} nests its JSON deeper than a notebook ever does (lists or objects inside each other "
+            "thousands of levels deep): it is not a Jupyter notebook as Jupyter writes it"
+        ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{path.name} has no 'cells' list: it is not a Jupyter notebook")
     cells = []

@@ -52,7 +52,7 @@ def tasks(notebook: Path) -> tuple[int, int]:
     """(written, total) solution cells: written ones no longer raise ``NotImplementedError``."""
     try:
         nb = json.loads(notebook.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return 0, 0
     cells = [c for c in nb.get("cells", []) if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
     source = ["".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells]

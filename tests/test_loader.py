@@ -51,6 +51,7 @@ def test_missing_name_message_names_the_contract_and_the_load_problems() -> None
         (b'{"cells": [', "not valid notebook JSON"),
         (b"\xff\xfe\x00garbage", "not UTF-8"),
         (b"[1, 2, 3]", "not a Jupyter notebook"),
+        (b'{"cells": [], "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nests its JSON deeper"),  # red team 29
     ],
 )
 def test_unreadable_notebooks_raise_a_clear_error(tmp_path: Path, content: bytes | None, reason: str) -> None:

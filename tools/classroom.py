@@ -41,6 +41,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader import spreadsheet
 from tools.make_exercises import KIT_HEADER, SOLUTIONS, generate_assignment, nbgrader_env
 
 TOOLS = Path(__file__).resolve().parent
@@ -886,7 +887,7 @@ def export(course: Path) -> tuple[Path, Path]:
     with by_check.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(spreadsheet.row(r) for r in rows)
     print(f"wrote {grades} and {by_check} ({len(rows)} check rows)")
     return grades, by_check
 
