@@ -8,7 +8,11 @@ judge, which recognises them by the sandbox they carry (``NoNewPrivs`` and a sec
 ``/proc/PID/status``).
 
 ``stopped()`` sends ``SIGSTOP`` to all of them, over and over until no new one appears, and ``SIGCONT``
-afterwards: while the judge times its baseline, no learner thread or process can run, so none can slow it.
+afterwards: while the judge times its baseline, no learner thread or process can run, so none can slow it. It then
+checks that the freeze held, since a process can resume itself (a POSIX timer that sends it ``SIGCONT``, with a
+handler so the timer keeps firing) or fork faster than it is stopped: a stopped process uses no CPU time and
+starts nothing, so CPU time used inside the block, or a process that was not there when it began, is learner
+code that ran (``FreezeBroken``).
 ``end_all()`` kills them and reaps the orphans.
 
 ``tree_usage()`` is what the judge polls, while it waits for an answer and between requests: the learner
@@ -78,12 +82,88 @@ def _signal_all(procs: list[psutil.Process], sig: int) -> None:
             p.send_signal(sig)
 
 
+# CPU time a frozen tree may still use: none once each process shows as stopped (measured: exactly 0); a process
+# caught in an uninterruptible wait finishes its system call first, in microseconds. Learner code that resumes
+# itself can use at most this much of a 20-50 ms baseline sample unseen
+FREEZE_SLACK_NS = 500_000
+STOP_PASSES = 50  # passes of SIGSTOP over the tree; an honest tree needs one or two (a stopped process forks nothing)
+
+
+class FreezeBroken(Exception):
+    """Learner code ran while it was to be stopped (``stopped``); ``pids`` are the processes that did."""
+
+    def __init__(self, message: str, pids: set[int]) -> None:
+        super().__init__(message)
+        self.pids = pids
+
+
+def cpu_ns(pid: int) -> int | None:
+    """CPU time of process ``pid`` (all its threads, live and ended) in nanoseconds, or None once it is gone:
+    Linux's per-process CPU clock, which any process may read (``clock_getcpuclockid``)."""
+    try:
+        return time.clock_gettime_ns((~pid << 3) | 2)  # CPUCLOCK_SCHED of the whole thread group
+    except OSError:
+        return None
+
+
+def _ran_while_stopped(
+    worker_pids: set[int],
+    done: dict[int, psutil.Process],
+    before: dict[int, int | None],
+    sandboxed_only: bool,
+    outran: set[int],
+) -> FreezeBroken | None:
+    """Whether any learner process ran since ``before`` was read, with every one in ``done`` stopped; ``outran``:
+    the processes the last stopping pass still found new (a chain of forks that outran every pass, whose links may
+    have done their work and ended before the freeze did)."""
+    used = {}
+    for pid, start in before.items():
+        now = cpu_ns(pid)
+        if start is not None and now is not None and now > start:
+            used[pid] = now - start
+    started = {
+        p.pid
+        for p in learner_processes(worker_pids, adopted=not sandboxed_only)
+        if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))
+    }
+    if sum(used.values()) <= FREEZE_SLACK_NS and not started and not outran:
+        return None
+    parts = []
+    if used:
+        parts.append(f"{sum(used.values()) / 1e6:.0f} ms of CPU time in {len(used)} process(es)")
+    if started:
+        parts.append(f"{len(started)} process(es) started")
+    if outran:
+        parts.append(f"new processes still starting after {STOP_PASSES} passes that stopped every one they found")
+    return FreezeBroken(
+        "your code ran while the grader had stopped it to time the baseline ("
+        + ", ".join(parts)
+        + "): a process that resumes itself (a SIGCONT handler, a timer) or forks faster than it is stopped. "
+        "A measurement it could disturb scores zero",
+        set(used) | started | outran,
+    )
+
+
+def _kill_trees_of(culprits: set[int], worker_pids: set[int]) -> None:
+    """SIGKILL every process in the tree of each worker that one of ``culprits`` belongs to."""
+    for root in worker_pids:
+        with contextlib.suppress(psutil.Error):
+            tree = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+            if culprits & {p.pid for p in tree}:
+                _signal_all(tree, signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int]:
     """Learner processes frozen with SIGSTOP inside the block (yields how many); SIGCONT after. With
-    ``sandboxed_only`` (another judge's workers), only the trees of ``worker_pids``, and only sandboxed processes."""
+    ``sandboxed_only`` (another judge's workers), only the trees of ``worker_pids``, and only sandboxed processes.
+
+    If learner code ran inside the block anyway (see the module docstring), this judge's own workers raise
+    ``FreezeBroken`` when the block ends; another judge's worker that did is killed with its tree, since its
+    code disturbed this judge's measurement (its judge reports the death), and this block ends normally."""
     done: dict[int, psutil.Process] = {}
-    for _ in range(50):  # until a pass finds nothing new: a stopped process starts nothing
+    outran: set[int] = set()
+    for _ in range(STOP_PASSES):  # until a pass finds nothing new: a stopped process starts nothing
         new = [
             p
             for p in learner_processes(worker_pids, adopted=not sandboxed_only)
@@ -93,6 +173,8 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
             break
         _signal_all(new, signal.SIGSTOP)
         done.update({p.pid: p for p in new})
+    else:
+        outran = {p.pid for p in new}
     deadline = time.monotonic() + 2.0
     for p in done.values():  # wait until each has really stopped (the signal is delivered asynchronously)
         while time.monotonic() < deadline:
@@ -107,10 +189,16 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
             except psutil.Error:
                 break
             time.sleep(0.0005)
+    before = {pid: cpu_ns(pid) for pid in done}
     try:
         yield len(done)
     finally:
+        broken = _ran_while_stopped(worker_pids, done, before, sandboxed_only, outran)
+        if broken is not None and sandboxed_only:
+            _kill_trees_of(broken.pids, worker_pids)
         _signal_all(list(done.values()), signal.SIGCONT)
+    if broken is not None and not sandboxed_only:
+        raise broken
 
 
 def timing_cores(threads: int) -> set[int]:

@@ -564,9 +564,13 @@ class RemoteLearner:
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[int]:
-        """Every learner process stopped (SIGSTOP) inside the block; yields how many. The watch pauses with them."""
-        with self.quiet(), containment.stopped(self.pids()) as count:
-            yield count
+        """Every learner process stopped (SIGSTOP) inside the block; yields how many. The watch pauses with them.
+        Learner code that ran anyway (``containment.FreezeBroken``) ends the worker, and the check fails."""
+        try:
+            with self.quiet(), containment.stopped(self.pids()) as count:
+                yield count
+        except containment.FreezeBroken as exc:
+            raise self._lost(str(exc)) from None
 
     @contextlib.contextmanager
     def same_cores(self, cpus: set[int]) -> Iterator[None]:
