@@ -153,6 +153,19 @@ def _kill_trees_of(culprits: set[int], worker_pids: set[int]) -> None:
                 _signal_all(tree, signal.SIGKILL)
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is stopped or has exited (or the process is gone): a thread still inside a
+    system call stops only when it leaves it, and until then its CPU time would count as learner code running."""
+    for tid in _threads_of(pid):
+        try:
+            state = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True
+
+
 @contextlib.contextmanager
 def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int]:
     """Learner processes frozen with SIGSTOP inside the block (yields how many); SIGCONT after. With
@@ -176,18 +189,8 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
     else:
         outran = {p.pid for p in new}
     deadline = time.monotonic() + 2.0
-    for p in done.values():  # wait until each has really stopped (the signal is delivered asynchronously)
-        while time.monotonic() < deadline:
-            try:
-                if p.status() in (
-                    psutil.STATUS_STOPPED,
-                    psutil.STATUS_TRACING_STOP,
-                    psutil.STATUS_ZOMBIE,
-                    psutil.STATUS_DEAD,
-                ):
-                    break
-            except psutil.Error:
-                break
+    for pid in done:  # wait until every thread has really stopped (the signal is delivered asynchronously)
+        while not _all_threads_stopped(pid) and time.monotonic() < deadline:
             time.sleep(0.0005)
     before = {pid: cpu_ns(pid) for pid in done}
     try:
