@@ -11,8 +11,8 @@ judge, which recognises them by the sandbox they carry (``NoNewPrivs`` and a sec
 afterwards: while the judge times its baseline, no learner thread or process can run, so none can slow it. It then
 checks that the freeze held, since a process can resume itself (a POSIX timer that sends it ``SIGCONT``, with a
 handler so the timer keeps firing) or fork faster than it is stopped: a stopped process uses no CPU time and
-starts nothing, so CPU time used inside the block, or a process that was not there when it began, is learner
-code that ran (``FreezeBroken``).
+starts nothing and cannot end, so CPU time used inside the block, a process that was not there when it began, or
+one that is gone when it ends, is learner code that ran (``FreezeBroken``).
 ``end_all()`` kills them and reaps the orphans.
 
 ``tree_usage()`` is what the judge polls, while it waits for an answer and between requests: the learner
@@ -116,23 +116,27 @@ def _ran_while_stopped(
     """Whether any learner process ran since ``before`` was read, with every one in ``done`` stopped; ``outran``:
     the processes the last stopping pass still found new (a chain of forks that outran every pass, whose links may
     have done their work and ended before the freeze did)."""
-    used = {}
+    used, ended = {}, set()
     for pid, start in before.items():
         now = cpu_ns(pid)
-        if start is not None and now is not None and now > start:
+        if start is not None and now is None:  # a stopped process cannot end itself: it ran, and its time is gone
+            ended.add(pid)
+        elif start is not None and now is not None and now > start:
             used[pid] = now - start
     started = {
         p.pid
         for p in learner_processes(worker_pids, adopted=not sandboxed_only)
         if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))
     }
-    if sum(used.values()) <= FREEZE_SLACK_NS and not started and not outran:
+    if sum(used.values()) <= FREEZE_SLACK_NS and not started and not outran and not ended:
         return None
     parts = []
     if used:
         parts.append(f"{sum(used.values()) / 1e6:.0f} ms of CPU time in {len(used)} process(es)")
     if started:
         parts.append(f"{len(started)} process(es) started")
+    if ended:
+        parts.append(f"{len(ended)} process(es) ended")
     if outran:
         parts.append(f"new processes still starting after {STOP_PASSES} passes that stopped every one they found")
     return FreezeBroken(
@@ -140,7 +144,7 @@ def _ran_while_stopped(
         + ", ".join(parts)
         + "): a process that resumes itself (a SIGCONT handler, a timer) or forks faster than it is stopped. "
         "A measurement it could disturb scores zero",
-        set(used) | started | outran,
+        set(used) | started | outran | ended,
     )
 
 

@@ -90,6 +90,19 @@ def test_a_process_started_while_frozen_is_caught() -> None:
         _end(proc)
 
 
+def test_a_process_that_runs_and_ends_while_frozen_is_caught() -> None:
+    """Its CPU time ends with it (a child whose parent ignores SIGCHLD is reaped at once): that it is gone shows."""
+    proc = _start()
+    try:
+        with pytest.raises(containment.FreezeBroken, match="1 process\\(es\\) ended"):
+            with containment.stopped({proc.pid}):
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
+                proc.wait(5)  # reaped: its CPU clock is gone
+    finally:
+        _end(proc)
+
+
 def test_another_judges_worker_that_runs_while_frozen_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another judge's workers are frozen while this one times (``grader.machine_lock``): one that ran anyway is
     killed with its tree, since it disturbed this judge's measurement, and this judge's block ends normally."""
