@@ -48,14 +48,26 @@ def become_subreaper() -> bool:
     return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def _sandboxed(pid: int) -> bool:
-    """True for a process that carries the grader's sandbox (no new privileges, a seccomp filter)."""
+def _sandbox_fields(pid: int | str) -> tuple[bool, int] | None:
+    """``(no new privileges, seccomp filters)`` of a process, or None once it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return False
+        return None
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    return fields.get("NoNewPrivs", "0").strip() == "1" and int(fields.get("Seccomp_filters", "0").strip() or 0) > 0
+    return fields.get("NoNewPrivs", "0").strip() == "1", int(fields.get("Seccomp_filters", "0").strip() or 0)
+
+
+# the judge's own: in a container that runs everything with no new privileges and a seccomp profile (Kubernetes'
+# RuntimeDefault with allowPrivilegeEscalation: false), every process the judge starts has them too, and only a
+# filter more than the judge's marks learner code
+_JUDGE_FILTERS = (_sandbox_fields("self") or (False, 0))[1]
+
+
+def _sandboxed(pid: int) -> bool:
+    """True for a process that carries the grader's sandbox (no new privileges, a seccomp filter the judge lacks)."""
+    fields = _sandbox_fields(pid)
+    return fields is not None and fields[0] and fields[1] > _JUDGE_FILTERS
 
 
 def learner_processes(worker_pids: set[int], adopted: bool = True) -> list[psutil.Process]:
@@ -82,10 +94,10 @@ def _signal_all(procs: list[psutil.Process], sig: int) -> None:
             p.send_signal(sig)
 
 
-# CPU time a frozen tree may still use: none once each process shows as stopped (measured: exactly 0); a process
-# caught in an uninterruptible wait finishes its system call first, in microseconds. Learner code that resumes
-# itself can use at most this much of a 20-50 ms baseline sample unseen
-FREEZE_SLACK_NS = 500_000
+# CPU time a frozen tree may still use: none once every thread shows as stopped (measured: exactly 0). Kept below
+# what starting a process costs its parent (posix_spawn from Python: 350-450 us measured), so that a frozen
+# process which resumes itself cannot start a helper that burns and ends before the freeze does unseen
+FREEZE_SLACK_NS = 100_000
 STOP_PASSES = 50  # passes of SIGSTOP over the tree; an honest tree needs one or two (a stopped process forks nothing)
 
 
@@ -119,7 +131,7 @@ def _ran_while_stopped(
     used, ended = {}, set()
     for pid, start in before.items():
         now = cpu_ns(pid)
-        if start is not None and now is None:  # a stopped process cannot end itself: it ran, and its time is gone
+        if start is not None and now is None:  # a stopped process cannot end itself: it ran (or was killed)
             ended.add(pid)
         elif start is not None and now is not None and now > start:
             used[pid] = now - start
@@ -131,8 +143,8 @@ def _ran_while_stopped(
     if sum(used.values()) <= FREEZE_SLACK_NS and not started and not outran and not ended:
         return None
     parts = []
-    if used:
-        parts.append(f"{sum(used.values()) / 1e6:.0f} ms of CPU time in {len(used)} process(es)")
+    if sum(used.values()) > FREEZE_SLACK_NS:
+        parts.append(f"{sum(used.values()) / 1e6:.1f} ms of CPU time in {len(used)} process(es)")
     if started:
         parts.append(f"{len(started)} process(es) started")
     if ended:
@@ -148,13 +160,25 @@ def _ran_while_stopped(
     )
 
 
-def _kill_trees_of(culprits: set[int], worker_pids: set[int]) -> None:
-    """SIGKILL every process in the tree of each worker that one of ``culprits`` belongs to."""
+def _kill_trees_of(culprits: set[int], worker_pids: set[int], done: dict[int, psutil.Process]) -> None:
+    """SIGKILL the sandboxed processes in the tree of each worker that one of ``culprits`` belongs to. Only a worker
+    frozen as that very process (``done``; ``is_running`` compares start times) is touched: another judge may have
+    ended its worker meanwhile, and its pid may now be some other process's."""
     for root in worker_pids:
+        proc = done.get(root)
         with contextlib.suppress(psutil.Error):
-            tree = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+            if proc is None or not proc.is_running():
+                continue
+            tree = [proc, *proc.children(recursive=True)]
             if culprits & {p.pid for p in tree}:
-                _signal_all(tree, signal.SIGKILL)
+                _signal_all([p for p in tree if _sandboxed(p.pid)], signal.SIGKILL)
+
+
+def _zombie(p: psutil.Process) -> bool:
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
 
 
 def _all_threads_stopped(pid: int) -> bool:
@@ -196,14 +220,17 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
     for pid in done:  # wait until every thread has really stopped (the signal is delivered asynchronously)
         while not _all_threads_stopped(pid) and time.monotonic() < deadline:
             time.sleep(0.0005)
-    before = {pid: cpu_ns(pid) for pid in done}
+    before = {pid: None if _zombie(p) else cpu_ns(pid) for pid, p in done.items()}  # a zombie's reaping is no run
+    broken = None
     try:
         yield len(done)
     finally:
-        broken = _ran_while_stopped(worker_pids, done, before, sandboxed_only, outran)
-        if broken is not None and sandboxed_only:
-            _kill_trees_of(broken.pids, worker_pids)
-        _signal_all(list(done.values()), signal.SIGCONT)
+        try:
+            broken = _ran_while_stopped(worker_pids, done, before, sandboxed_only, outran)
+            if broken is not None and sandboxed_only:
+                _kill_trees_of(broken.pids, worker_pids, done)
+        finally:  # whatever the check raised: never leave a learner, this judge's or another's, stopped
+            _signal_all(list(done.values()), signal.SIGCONT)
     if broken is not None and not sandboxed_only:
         raise broken
 

@@ -107,7 +107,7 @@ def _out_of_memory(exc: Exception) -> str | None:
     gib = 1 << 30
     return (
         f"the GPU ran out of memory while the grader ran this check, with {held / gib:.1f} GiB of "
-        f"its {total / gib:.1f} GiB held outside the grader, by your code's worker: GPU tensors kept alive at load "
-        "time or between calls (a cache or a global) leave the grader too little. If your code keeps none, tell "
-        "your instructor"
+        f"its {total / gib:.1f} GiB held outside the grader's tensors: by your code's worker, and some hundreds of "
+        "MiB by the grader's own CUDA context. GPU tensors your code keeps alive at load time or between calls (a "
+        "cache or a global) leave the grader too little. If your code keeps none, tell your instructor"
     )

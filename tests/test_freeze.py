@@ -129,3 +129,24 @@ def test_processes_still_starting_after_every_stopping_pass_are_caught(monkeypat
                 time.sleep(0.05)
     finally:
         _end(proc)
+
+
+def test_a_zombie_reaped_during_the_freeze_is_no_run() -> None:
+    """A worker that died just before the freeze is a zombie its parent may reap meanwhile: that is no learner
+    code running."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with containment.stopped({proc.pid}):
+        proc.wait()  # reaped: its CPU clock is gone
+
+
+def test_learner_code_is_told_from_a_judge_that_runs_sandboxed_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the container gives every process no new privileges and a seccomp filter, the judge's own children
+    carry them too: only a filter more than the judge's own marks learner code."""
+    monkeypatch.setattr(containment, "_sandbox_fields", lambda pid: (True, 1))
+    monkeypatch.setattr(containment, "_JUDGE_FILTERS", 1)
+    assert not containment._sandboxed(os.getpid())
+    monkeypatch.setattr(containment, "_sandbox_fields", lambda pid: (True, 2))
+    assert containment._sandboxed(os.getpid())

@@ -296,6 +296,6 @@ def test_the_gpu_running_out_of_memory_in_the_judge_says_who_held_it(monkeypatch
     learner = type("Learner", (), {"needs": None})()
     oom = run_check(registry.get("ex01.test_only.reference_oom"), learner, None)
     assert not oom.passed and oom.replace_worker
-    assert "76.0 GiB of its 80.0 GiB held outside the grader, by your code's worker" in oom.message, oom.message
+    assert "76.0 GiB of its 80.0 GiB held outside the grader's tensors: by your code's worker" in oom.message
     bug = run_check(registry.get("ex01.test_only.judge_bug"), learner, None)
     assert "the grader could not run this check (KeyError" in bug.message, bug.message

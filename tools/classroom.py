@@ -869,6 +869,10 @@ def export(course: Path) -> tuple[Path, Path]:
     """nbgrader's grade export (``grades.csv``) and one row per student and check (``grades_by_check.csv``)."""
     grades = course / "grades.csv"
     nbgrader(course, "export", f"--CsvExportPlugin.to={grades}")
+    with grades.open(newline="") as fh:  # its student ids are folder names a learner may have chosen
+        table = list(csv.reader(fh))
+    with grades.open("w", newline="") as fh:
+        csv.writer(fh).writerows([spreadsheet.cell(c) for c in row] for row in table)
     by_check = course / "grades_by_check.csv"
     rows = graded_scores(course)
     fields = [
