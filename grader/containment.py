@@ -174,13 +174,6 @@ def _kill_trees_of(culprits: set[int], worker_pids: set[int], done: dict[int, ps
                 _signal_all([p for p in tree if _sandboxed(p.pid)], signal.SIGKILL)
 
 
-def _zombie(p: psutil.Process) -> bool:
-    try:
-        return p.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return True
-
-
 def _all_threads_stopped(pid: int) -> bool:
     """True once every thread of ``pid`` is stopped or has exited (or the process is gone): a thread still inside a
     system call stops only when it leaves it, and until then its CPU time would count as learner code running."""
@@ -220,7 +213,7 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
     for pid in done:  # wait until every thread has really stopped (the signal is delivered asynchronously)
         while not _all_threads_stopped(pid) and time.monotonic() < deadline:
             time.sleep(0.0005)
-    before = {pid: None if _zombie(p) else cpu_ns(pid) for pid, p in done.items()}  # a zombie's reaping is no run
+    before = {pid: None if gone(pid) else cpu_ns(pid) for pid in done}  # a zombie's reaping is no run
     broken = None
     try:
         yield len(done)
