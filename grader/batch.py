@@ -46,6 +46,7 @@ from coursekit.profile import get_profile
 from grader import spreadsheet
 from grader.context import Context
 from grader.interface import NOTEBOOKS, exercise_for
+from grader.loader import NotebookError, check_size, submission_bytes
 from grader.registry import checks_for, get
 from grader.report import build_report
 from grader.results import CheckResult
@@ -81,10 +82,22 @@ class Job:
     notebook: Path
     sha256: str
     report: Path
+    unreadable: str = ""  # why the file is no notebook to grade (a link, a folder, a pipe, too big): a zero, and why
+
+
+# what a batch writes in --out beside the students' folders: a student folder of one of these names is not graded
+OUTPUTS = ("summary.csv", "scores.csv")
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(submission_bytes(path)).hexdigest()
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def discover(folder: Path, out: Path) -> tuple[list[Job], list[str]]:
@@ -94,7 +107,11 @@ def discover(folder: Path, out: Path) -> tuple[list[Job], list[str]]:
     for loose in sorted(folder.glob("*.ipynb")):
         warnings.append(f"{loose}: put each student's notebooks in {folder}/<student>/; skipped")
     for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for notebook in sorted(student.rglob("*.ipynb"), key=lambda p: p.stat().st_mtime):
+        if student.is_symlink() or student.name in OUTPUTS:
+            why = "a symbolic link" if student.is_symlink() else f"named like the batch's own {student.name}"
+            warnings.append(f"{student}: a student folder {why}; skipped")
+            continue
+        for notebook in sorted(student.rglob("*.ipynb"), key=_modified):  # rglob follows no linked folder
             if ".ipynb_checkpoints" in notebook.parts:
                 continue
             exercise = exercise_for(notebook)
@@ -104,12 +121,19 @@ def discover(folder: Path, out: Path) -> tuple[list[Job], list[str]]:
             key = (student.name, exercise)
             if key in jobs:
                 warnings.append(f"{student.name} has two {exercise} notebooks; grading the newer, {notebook.name}")
-            jobs[key] = Job(student.name, exercise, notebook, sha256(notebook), out / student.name / f"{exercise}.json")
+            report = out / student.name / f"{exercise}.json"
+            try:
+                jobs[key] = Job(student.name, exercise, notebook, sha256(notebook), report)
+            except NotebookError as exc:
+                warnings.append(f"{notebook}: {exc}; it scores zero")
+                jobs[key] = Job(student.name, exercise, notebook, "", report, unreadable=str(exc))
     return sorted(jobs.values(), key=lambda j: (j.student, j.exercise)), warnings
 
 
 def is_done(job: Job, ids: list[str]) -> bool:
     """A report exists for this notebook content and these checks."""
+    if job.unreadable:
+        return False
     try:
         data = json.loads(job.report.read_text())
     except (OSError, ValueError):
@@ -146,6 +170,7 @@ def grade_job(
         released = Path(restore_from) / NOTEBOOKS[exercise] if restore_from else None
         if released is not None and released.is_file():
             try:
+                check_size(content, NOTEBOOKS[exercise])  # before nbformat builds a node for every value
                 nb = nbformat.reads(content.decode("utf-8"), as_version=4)
             except Exception:  # noqa: BLE001 - an unreadable notebook is graded as it is: the grader explains
                 nb = None
@@ -153,6 +178,7 @@ def grade_job(
                 notes = restore_locked_cells(nb, nbformat.read(released, as_version=4))
                 if notes:
                     nbformat.write(nb, path)
+            del nb
         grade = grade_notebook(
             path,
             exercise,
@@ -284,13 +310,25 @@ def _pin_slot(devices) -> None:
         os.sched_setaffinity(0, cores)
 
 
+def _submit(jobs: list[Job], submit, on_done) -> dict:
+    """``{future: job}`` for every job ``submit`` took; a job whose notebook could not be read any more (it changed
+    since it was found) is done at once, as a zero that says why."""
+    pending = {}
+    for job in jobs:
+        try:
+            pending[submit(job)] = job
+        except NotebookError as exc:
+            on_done(job, exc)
+    return pending
+
+
 def run_local(jobs: list[Job], make_args, workers: int, gpus: list[str], on_done) -> None:
     ctx = mp.get_context("spawn")
     devices = ctx.Queue()
     for i, cores in enumerate(slot_cores(workers)):
         devices.put((gpus[i] if gpus else None, cores))
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pin_slot, initargs=(devices,)) as pool:
-        pending = {pool.submit(grade_job, *make_args(job)): job for job in jobs}
+        pending = _submit(jobs, lambda job: pool.submit(grade_job, *make_args(job)), on_done)
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
@@ -311,7 +349,7 @@ def run_ray(jobs: list[Job], make_args, workers: int, cuda: bool, address: str |
     ray.init(include_dashboard=False, log_to_driver=False, **options)
     try:
         task = ray.remote(num_cpus=1, num_gpus=1 if cuda else 0, max_retries=0)(grade_job)
-        pending = {task.remote(*make_args(job)): job for job in jobs}
+        pending = _submit(jobs, lambda job: task.remote(*make_args(job)), on_done)
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -376,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     ids_for = {ex: [c.id for c in checks_for(ex) if only is None or c.id in only] for ex in {j.exercise for j in jobs}}
     jobs = [j for j in jobs if ids_for[j.exercise]]
     todo = [j for j in jobs if args.force or not is_done(j, ids_for[j.exercise])]
+    for job in (j for j in todo if j.unreadable):  # a zero that says what was submitted instead of a notebook
+        write_report(job.report, failed_report(job, ids_for[job.exercise], job.unreadable))
+    todo = [j for j in todo if not j.unreadable]
     restore = None if args.no_restore or not args.restore_from.is_dir() else str(args.restore_from.resolve())
     if restore is None and not args.no_restore:
         print(f"warning: no released notebooks in {args.restore_from}: locked cells are not restored", file=sys.stderr)
@@ -400,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
             job.student,
             job.exercise,
             str(job.notebook),
-            job.notebook.read_bytes(),
+            submission_bytes(job.notebook),
             ids_for[job.exercise],
             seed,
             restore,
@@ -417,7 +458,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_done(job: Job, outcome) -> None:
         nonlocal graded
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, NotebookError):
+            outcome = failed_report(job, ids_for[job.exercise], str(outcome))
+        elif isinstance(outcome, Exception):
             outcome = failed_report(
                 job,
                 ids_for[job.exercise],

@@ -12,7 +12,9 @@ afterwards: while the judge times its baseline, no learner thread or process can
 checks that the freeze held, since a process can resume itself (a POSIX timer that sends it ``SIGCONT``, with a
 handler so the timer keeps firing) or fork faster than it is stopped: a stopped process uses no CPU time and
 starts nothing and cannot end, so CPU time used inside the block, a process that was not there when it began, or
-one that is gone when it ends, is learner code that ran (``FreezeBroken``).
+one that is gone when it ends, is learner code that ran (``FreezeBroken``). Where a worker has a cgroup of its own
+(``grader.cgroups``), its group is frozen instead, which no signal undoes, and the group's CPU time, which counts
+processes that ended, is checked too; its members are learner processes whoever their parent is.
 ``end_all()`` kills them and reaps the orphans.
 
 ``tree_usage()`` is what the judge polls, while it waits for an answer and between requests: the learner
@@ -36,6 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+
+from grader import cgroups
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -70,9 +74,20 @@ def _sandboxed(pid: int) -> bool:
     return fields is not None and fields[0] and fields[1] > _JUDGE_FILTERS
 
 
+def _groups_of(pids: set[int] | list[int]) -> dict[Path, cgroups.Group]:
+    """The worker cgroups (``grader.cgroups``) the processes ``pids`` are in, by folder."""
+    found: dict[Path, cgroups.Group] = {}
+    for pid in pids:
+        group = cgroups.of(pid)
+        if group is not None:
+            found.setdefault(group.main, group)
+    return found
+
+
 def learner_processes(worker_pids: set[int], adopted: bool = True) -> list[psutil.Process]:
-    """Every live process learner code may control: the workers, their descendants, and (``adopted``) orphans
-    this judge adopted from a worker that died."""
+    """Every live process learner code may control: the workers, their descendants, every process in a worker's
+    cgroup (which none can leave, whoever its parent), and (``adopted``) orphans this judge adopted from a worker
+    that died."""
     found: dict[int, psutil.Process] = {}
     for pid in worker_pids:
         with contextlib.suppress(psutil.Error):
@@ -80,6 +95,10 @@ def learner_processes(worker_pids: set[int], adopted: bool = True) -> list[psuti
             found[pid] = root
             for child in root.children(recursive=True):
                 found[child.pid] = child
+    for group in _groups_of(worker_pids).values():
+        for pid in group.members() - set(found):
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
     if adopted:
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process().children(recursive=True):
@@ -124,10 +143,12 @@ def _ran_while_stopped(
     before: dict[int, int | None],
     sandboxed_only: bool,
     outran: set[int],
+    groups: dict[cgroups.Group, int | None],
 ) -> FreezeBroken | None:
     """Whether any learner process ran since ``before`` was read, with every one in ``done`` stopped; ``outran``:
     the processes the last stopping pass still found new (a chain of forks that outran every pass, whose links may
-    have done their work and ended before the freeze did)."""
+    have done their work and ended before the freeze did); ``groups``: the frozen worker cgroups, with the CPU time
+    each had used when the freeze began (which counts processes that ended since)."""
     used, ended = {}, set()
     for pid, start in before.items():
         now = cpu_ns(pid)
@@ -135,16 +156,24 @@ def _ran_while_stopped(
             ended.add(pid)
         elif start is not None and now is not None and now > start:
             used[pid] = now - start
+    in_groups, ran_in = 0, set()
+    for group, start in groups.items():
+        now = group.cpu_ns()
+        if start is not None and now is not None and now - start > FREEZE_SLACK_NS:
+            in_groups += now - start
+            ran_in |= group.members()
+    cpu = max(sum(used.values()), in_groups)
     started = {
         p.pid
         for p in learner_processes(worker_pids, adopted=not sandboxed_only)
         if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))
     }
-    if sum(used.values()) <= FREEZE_SLACK_NS and not started and not outran and not ended:
+    if cpu <= FREEZE_SLACK_NS and not started and not outran and not ended:
         return None
     parts = []
-    if sum(used.values()) > FREEZE_SLACK_NS:
-        parts.append(f"{sum(used.values()) / 1e6:.1f} ms of CPU time in {len(used)} process(es)")
+    if cpu > FREEZE_SLACK_NS:
+        where = "its cgroup" if in_groups >= sum(used.values()) else f"{len(used)} process(es)"
+        parts.append(f"{cpu / 1e6:.1f} ms of CPU time in {where}")
     if started:
         parts.append(f"{len(started)} process(es) started")
     if ended:
@@ -156,21 +185,24 @@ def _ran_while_stopped(
         + ", ".join(parts)
         + "): a process that resumes itself (a SIGCONT handler, a timer) or forks faster than it is stopped. "
         "A measurement it could disturb scores zero",
-        set(used) | started | outran | ended,
+        set(used) | started | outran | ended | ran_in,
     )
 
 
 def _kill_trees_of(culprits: set[int], worker_pids: set[int], done: dict[int, psutil.Process]) -> None:
-    """SIGKILL the sandboxed processes in the tree of each worker that one of ``culprits`` belongs to. Only a worker
-    frozen as that very process (``done``; ``is_running`` compares start times) is touched: another judge may have
-    ended its worker meanwhile, and its pid may now be some other process's."""
+    """SIGKILL the sandboxed processes in the tree (and the cgroup) of each worker that one of ``culprits`` belongs
+    to. Only a worker frozen as that very process (``done``; ``is_running`` compares start times) is touched: another
+    judge may have ended its worker meanwhile, and its pid may now be some other process's."""
     for root in worker_pids:
         proc = done.get(root)
         with contextlib.suppress(psutil.Error):
             if proc is None or not proc.is_running():
                 continue
+            group = cgroups.of(root)
             tree = [proc, *proc.children(recursive=True)]
-            if culprits & {p.pid for p in tree}:
+            if culprits & ({p.pid for p in tree} | (group.members() if group else set())):
+                if group is not None:
+                    group.kill()
                 _signal_all([p for p in tree if _sandboxed(p.pid)], signal.SIGKILL)
 
 
@@ -189,41 +221,52 @@ def _all_threads_stopped(pid: int) -> bool:
 
 @contextlib.contextmanager
 def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int]:
-    """Learner processes frozen with SIGSTOP inside the block (yields how many); SIGCONT after. With
+    """Learner processes frozen inside the block (yields how many), running again after it: a process in a worker
+    cgroup by freezing its group (``grader.cgroups``), any other with SIGSTOP (SIGCONT after). With
     ``sandboxed_only`` (another judge's workers), only the trees of ``worker_pids``, and only sandboxed processes.
 
     If learner code ran inside the block anyway (see the module docstring), this judge's own workers raise
     ``FreezeBroken`` when the block ends; another judge's worker that did is killed with its tree, since its
     code disturbed this judge's measurement (its judge reports the death), and this block ends normally."""
     done: dict[int, psutil.Process] = {}
+    signalled: list[psutil.Process] = []
+    groups: dict[cgroups.Group, bool] = {}  # every group asked to freeze: whether the kernel froze it
     outran: set[int] = set()
-    for _ in range(STOP_PASSES):  # until a pass finds nothing new: a stopped process starts nothing
-        new = [
-            p
-            for p in learner_processes(worker_pids, adopted=not sandboxed_only)
-            if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))
-        ]
-        if not new:
-            break
-        _signal_all(new, signal.SIGSTOP)
-        done.update({p.pid: p for p in new})
-    else:
-        outran = {p.pid for p in new}
-    deadline = time.monotonic() + 2.0
-    for pid in done:  # wait until every thread has really stopped (the signal is delivered asynchronously)
-        while not _all_threads_stopped(pid) and time.monotonic() < deadline:
-            time.sleep(0.0005)
-    before = {pid: None if gone(pid) else cpu_ns(pid) for pid in done}  # a zombie's reaping is no run
-    broken = None
     try:
-        yield len(done)
-    finally:
+        for _ in range(STOP_PASSES):  # until a pass finds nothing new: a frozen or stopped process starts nothing
+            new = [
+                p
+                for p in learner_processes(worker_pids, adopted=not sandboxed_only)
+                if p.pid not in done and (not sandboxed_only or _sandboxed(p.pid))
+            ]
+            if not new:
+                break
+            for group in _groups_of([p.pid for p in new]).values():
+                if group not in groups:  # at once, processes forking meanwhile included, and past any signal
+                    groups[group] = group.freeze()
+            frozen = set().union(*(g.members() for g, ok in groups.items() if ok))
+            signalled += [p for p in new if p.pid not in frozen]
+            _signal_all([p for p in new if p.pid not in frozen], signal.SIGSTOP)
+            done.update({p.pid: p for p in new})
+        else:
+            outran = {p.pid for p in new}
+        deadline = time.monotonic() + 2.0
+        for proc in signalled:  # wait until every thread has really stopped (the signal is delivered asynchronously)
+            while not _all_threads_stopped(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.0005)
+        before = {pid: None if gone(pid) else cpu_ns(pid) for pid in done}  # a zombie's reaping is no run
+        cpu_before = {group: group.cpu_ns() for group, ok in groups.items() if ok}
+        broken = None
         try:
-            broken = _ran_while_stopped(worker_pids, done, before, sandboxed_only, outran)
+            yield len(done)
+        finally:
+            broken = _ran_while_stopped(worker_pids, done, before, sandboxed_only, outran, cpu_before)
             if broken is not None and sandboxed_only:
                 _kill_trees_of(broken.pids, worker_pids, done)
-        finally:  # whatever the check raised: never leave a learner, this judge's or another's, stopped
-            _signal_all(list(done.values()), signal.SIGCONT)
+    finally:  # whatever the check raised: never leave a learner, this judge's or another's, stopped
+        _signal_all(signalled, signal.SIGCONT)
+        for group in groups:
+            group.thaw()
     if broken is not None and not sandboxed_only:
         raise broken
 
@@ -299,6 +342,8 @@ def gone(pid: int) -> bool:
 
 def end_all(worker_pids: set[int]) -> None:
     """Kill every learner process (again until none is left) and reap the orphans the judge adopted."""
+    for group in _groups_of(worker_pids).values():
+        group.kill()
     for _ in range(50):
         procs = learner_processes(worker_pids)
         if not procs:

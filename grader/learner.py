@@ -33,7 +33,7 @@ import psutil
 import torch
 
 from coursekit.profile import Profile
-from grader import containment, machine_lock, sandbox
+from grader import cgroups, containment, machine_lock, sandbox
 from grader.protocol import (
     ERROR_KINDS,
     Answer,
@@ -238,6 +238,7 @@ class _Worker:
     disk_floor: int = 0
     stopped_because: str | None = None  # why the watch ended it between requests, for the next request to say
     watch_done: threading.Event = field(default_factory=threading.Event)
+    group: cgroups.Group | None = None  # its cgroup, where the judge may make one (``grader.cgroups``)
 
 
 class RemoteLearner:
@@ -342,7 +343,7 @@ class RemoteLearner:
             proc.start()
         child.close()
         os.set_blocking(parent.fileno(), False)
-        self._worker = _Worker(proc, parent, log, scratch, self._disk_floor)
+        self._worker = _Worker(proc, parent, log, scratch, self._disk_floor, group=self._group_for(proc.pid))
         machine_lock.register_worker(proc.pid)
         threading.Thread(target=self._watch, args=(self._worker,), daemon=True).start()
         saved, self.deadline = self.deadline, time.monotonic() + LOAD_TIMEOUT_S
@@ -351,6 +352,19 @@ class RemoteLearner:
         finally:
             self.deadline = saved
         self.problems = [clip(p, 500) for p in answer.strings("problems")]
+
+    def _group_for(self, pid: int) -> cgroups.Group | None:
+        """A cgroup of its own for the new worker ``pid``, before it runs any learner code; None where none can be
+        made (the process tree then does all the work)."""
+        group = cgroups.create(self.limits.max_tasks)
+        if group is None:
+            return None
+        try:
+            return group.add(pid)
+        except OSError as exc:
+            group.remove()  # empty: the worker did not move
+            print(f"grader: could not move the worker into its cgroup ({exc}); grading without one", file=sys.stderr)
+            return None
 
     @property
     def alive(self) -> bool:
@@ -370,6 +384,8 @@ class RemoteLearner:
         containment.end_all({worker.proc.pid} if worker.proc.pid else set())
         with contextlib.suppress(Exception):
             worker.proc.join(2)
+        if worker.group is not None:
+            worker.group.remove()
         with contextlib.suppress(Exception):
             worker.conn.close()
 
@@ -547,6 +563,7 @@ class RemoteLearner:
         error = header_in.get("error")
         if not isinstance(error, dict):
             raise ProtocolError("the worker's failure report is malformed")
+        self._check_limits()  # a bomb the kernel refused (a task cap in its cgroup) fails as the bomb, not its error
         from grader.interface import contract
 
         raise explain(error, contract(self.exercise, error.get("name")), self.problems, header.get("probe", ""))

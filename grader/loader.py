@@ -8,8 +8,11 @@ statement runs on its own, so one broken cell costs only the names it defines.
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import linecache
+import os
+import stat
 import sys
 import types
 from dataclasses import dataclass, field
@@ -19,6 +22,10 @@ from typing import Any
 from IPython.core.inputtransformer2 import TransformerManager
 
 MAX_NOTEBOOK_BYTES = 200 * 1024**2
+# lists, objects and strings a notebook's JSON may hold (counted from its commas and brackets, strings' included): a
+# lesson notebook with its outputs holds about 13,000; every one is a Python object once parsed, so a file of tiny
+# ones (``[[],[],...]``) costs 24 times its size in memory, 48 times through nbformat
+MAX_JSON_VALUES = 1_000_000
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -35,32 +42,80 @@ class Loaded:
     cells: int = 0
 
 
+def submission_bytes(path: str | Path, limit: int = MAX_NOTEBOOK_BYTES) -> bytes:
+    """The bytes of a submitted notebook, or ``NotebookError``: only a regular file is read, never what a symbolic link
+    points to (another learner's work, a solution), nor a folder, pipe or device (a read that never ends), and no
+    more than ``limit`` bytes."""
+    path = Path(path)
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        raise NotebookError(f"notebook not found: {path}") from None
+    except OSError as exc:
+        raise NotebookError(f"{path.name} could not be read ({exc.strerror})") from None
+    if stat.S_ISLNK(before.st_mode):
+        raise NotebookError(f"{path.name} is a symbolic link, not a notebook: submit the notebook file itself")
+    if stat.S_ISDIR(before.st_mode):
+        raise NotebookError(f"{path.name} is a folder, not a notebook: submit the notebook file itself")
+    if not stat.S_ISREG(before.st_mode):
+        raise NotebookError(f"{path.name} is not a regular file (a pipe, socket or device): submit the notebook")
+    too_big = NotebookError(
+        f"{path.name} is {before.st_size / 1024**2:.0f} MiB, over the {limit / 1024**2:.0f} MiB limit: clear its "
+        "outputs and submit again"
+    )
+    if before.st_size > limit:
+        raise too_big
+    try:  # the file may have been swapped since lstat: no link followed, no pipe waited on, the same file or nothing
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        why = "it was replaced by a link while being read" if exc.errno == errno.ELOOP else exc.strerror
+        raise NotebookError(f"{path.name} could not be read ({why})") from None
+    with os.fdopen(fd, "rb") as fh:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(now.st_mode):
+            raise NotebookError(f"{path.name} changed while it was being read: submit it again")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise too_big
+    return data
+
+
 def read_cells(path: str | Path) -> list[str]:
     """Source of every code cell, or ``NotebookError`` with a clear reason."""
     path = Path(path)
-    if not path.is_file():
-        raise NotebookError(f"notebook not found: {path}")
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+    return cells_of(submission_bytes(path), path.name)
+
+
+def check_size(data: bytes, name: str) -> None:
+    """``NotebookError`` for notebook JSON that would take far more memory to parse than a notebook does: a limit on
+    how many values it holds (``MAX_JSON_VALUES``), counted from its commas and brackets before parsing."""
+    values = data.count(b",") + data.count(b"[") + data.count(b"{")
+    if values > MAX_JSON_VALUES:
         raise NotebookError(
-            f"{path.name} is {path.stat().st_size / 1024**2:.0f} MiB, over the "
-            f"{MAX_NOTEBOOK_BYTES / 1024**2:.0f} MiB limit: clear its outputs and submit again"
+            f"{name} holds over {values:,} JSON values (lists, objects, strings), where a notebook with its outputs "
+            f"holds thousands; over {MAX_JSON_VALUES:,}, it is not read. Clear its outputs and metadata and submit "
+            "again"
         )
+
+
+def cells_of(data: bytes, name: str) -> list[str]:
+    """Source of every code cell of the notebook JSON ``data`` (from the file ``name``), or ``NotebookError``."""
+    check_size(data, name)
     try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
+        nb = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise NotebookError(f"{path.name} is not UTF-8 text ({exc.reason})") from None
+        raise NotebookError(f"{name} is not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise NotebookError(
-            f"{path.name} is not valid notebook JSON (line {exc.lineno}: {exc.msg}); "
-            "was it truncated or edited by hand?"
+            f"{name} is not valid notebook JSON (line {exc.lineno}: {exc.msg}); was it truncated or edited by hand?"
         ) from None
     except RecursionError:  # valid JSON nested deeper than Python's parser recurses: no editor writes that
         raise NotebookError(
-            f"{path.name} nests its JSON deeper than a notebook ever does (lists or objects inside each other "
+            f"{name} nests its JSON deeper than a notebook ever does (lists or objects inside each other "
             "thousands of levels deep): it is not a Jupyter notebook as Jupyter writes it"
         ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise NotebookError(f"{path.name} has no 'cells' list: it is not a Jupyter notebook")
+        raise NotebookError(f"{name} has no 'cells' list: it is not a Jupyter notebook")
     cells = []
     for cell in nb["cells"]:
         if isinstance(cell, dict) and cell.get("cell_type") == "code":

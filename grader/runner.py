@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from coursekit.profile import Profile
-from grader import judging, machine_lock, sandbox
+from grader import cgroups, judging, machine_lock, sandbox
 from grader.context import Context
 from grader.learner import Limits, RemoteLearner, WorkerLost, default_memory_limit
 from grader.loader import NotebookError, read_cells
@@ -107,7 +107,7 @@ def grade_notebook(
     the seed of later workers' compile caches, for every exercise (``RemoteLearner.harvest``)."""
     order = check_ids or [c.id for c in checks_for(exercise)]
     report = sandbox_report(sandbox_policy)
-    grade = NotebookGrade(str(notebook), exercise, [], sandbox=report.describe())
+    grade = NotebookGrade(str(notebook), exercise, [], sandbox=f"{report.describe()}; {cgroups.describe()}")
     try:
         cells = read_cells(notebook)
     except NotebookError as exc:

@@ -10,7 +10,9 @@ From then on that process and everything it starts:
 * reaches no network and no other process through a socket (seccomp): it may create only UNIX sockets, which
   the CUDA driver needs at start-up (a GPU run showed ``cuInit`` failing with error 304 without them), and
   ``connect`` is refused outright, as is ``sendto`` with an address, so it cannot reach a local daemon, Ray, or
-  a fork server; Landlock's TCP rules (ABI 4) and abstract-socket scoping (ABI 6) back this up;
+  a fork server; a UNIX datagram socket, to which ``sendmsg`` could name any address (``/dev/log``, journald),
+  cannot be made on CPU (on CUDA it can, until a GPU run shows the driver does without); Landlock's TCP rules
+  (ABI 4) and abstract-socket scoping (ABI 6) back this up;
 * cannot signal, trace or read the memory of a process outside the sandbox (Landlock scopes signals from
   ABI 6, and ptrace from ABI 1; on older kernels seccomp allows ``kill`` only to the process itself);
 * cannot change another process's priority, CPU affinity, resource limits or I/O priority, cannot raise its
@@ -133,6 +135,7 @@ NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWU
 CLONE_PARENT = 0x00008000  # the new process would be the worker's sibling: outside its tree, never frozen or ended
 X32_BIT = 0x40000000
 AF_UNIX = 1
+SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF  # the type bits of socket()'s second argument (SOCK_NONBLOCK, SOCK_CLOEXEC above)
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -264,7 +267,9 @@ def _landlock(policy: Policy, abi: int, *, full: Iterable[Path] = (), scope: boo
         rules.restrict()
 
 
-def _seccomp(abi: int) -> None:
+def _seccomp(abi: int, datagrams: bool = False) -> None:
+    """The worker's seccomp filter. ``datagrams`` leaves UNIX datagram sockets allowed (for CUDA workers, until a
+    GPU run shows the driver needs none; ``tools/sandbox_cuda.py`` tries the filter without them)."""
     from seccompy import ArgCmp, CmpOp, Filter, syscall_nr
 
     filt = Filter()  # everything not named here is allowed
@@ -284,6 +289,9 @@ def _seccomp(abi: int) -> None:
     refuse("socketcall")  # 32-bit multiplexer: its arguments sit in memory seccomp cannot read
     refuse("connect", error=errno.ENOENT)  # as if nothing listened: no daemon, Ray or fork server is reachable
     refuse("sendto", [ArgCmp(4, CmpOp.NE, 0)])  # a datagram with an address; connected sends stay allowed
+    if not datagrams:  # sendmsg's address sits in memory seccomp cannot read, and a UNIX datagram socket, even one
+        for name in ("socket", "socketpair"):  # of a connected pair, sends to any address it names (/dev/log...)
+            refuse(name, [ArgCmp(1, CmpOp.MASKED_EQ, SOCK_DGRAM, mask=SOCK_TYPE_MASK)])
     for name in OWN_ONLY:
         refuse(name, [ArgCmp(0, CmpOp.NE, 0)])
     refuse("prctl", [ArgCmp(0, CmpOp.EQ, PR_SET_CHILD_SUBREAPER)])  # the worker adopts orphans; keep it so
@@ -308,7 +316,8 @@ def enter(policy: Policy, report: Report) -> None:
         if os.geteuid() == 0:
             _drop_capabilities()
         _landlock(policy, report.landlock_abi)
-        _seccomp(report.landlock_abi)
+        gpu = any(p.name.startswith("nvidia") for p in policy.devices)  # a CUDA worker's policy opens the GPUs
+        _seccomp(report.landlock_abi, datagrams=gpu)
     except Exception as exc:  # noqa: BLE001 - say which part failed
         raise SandboxError(f"could not enter the sandbox: {type(exc).__name__}: {exc}") from exc
 

@@ -7,7 +7,9 @@ per-trial ratios:
 * **Same work on both sides.** The judge sends the inputs once (``timing.stage``); each timed sample then
   sends only a schedule, which staged input each call takes and a secret factor its floating-point
   tensors are multiplied by (``grader.probing.run_schedule``, which the baseline runs too). No output can
-  be computed before its schedule arrives, and no input can be cached.
+  be computed before its schedule arrives, and no input can be cached. Schedules come from the operating
+  system's random source (``random.SystemRandom``): a seeded generator's thousands of draws, which the worker
+  sees, would let it work out the next ones (red team, session 30).
 * **The candidate on the judge's clock.** A candidate sample lasts from sending the schedule to receiving
   the answer, which the worker sends after synchronising its device; the answer carries the last output,
   which the judge checks against its own reference for that very input, and every call's fingerprint
@@ -263,7 +265,8 @@ def compare(
             mine = prints_of(_time_local(baseline, local, sched if lockstep else schedule(1), grads, device, params))
             check(answer, sched, mine)
         first = schedule(1)
-        with learner.quiet():
+        with learner.frozen():  # it sizes the baseline's samples: learner code that slowed it would shorten them
+            wait_for_idle_gpu(device)
             once_b, (_, mine) = _time_local(baseline, local, first, grads, device, params)
         once_c, answer = _time_remote(learner, handle, first if lockstep else schedule(1))
         if lockstep:
@@ -327,14 +330,13 @@ def compare_checked(
     make_args: Callable[[int], tuple],
     *,
     grads: tuple[bool, ...],
-    seed_offset: int,
     verify: Callable[[torch.Tensor, tuple], None] | None = None,
     spot_checks: int = SPOT_CHECKS,
     params: tuple = (),
     lockstep: bool = False,
 ) -> tuple[Comparison, float]:
     """:func:`compare` as a speed check runs it: the profile's trials, warm-up (at least 2), sample length and
-    threads, a schedule seeded from the secret seed, and ``check_id``'s threshold; returns it with the result."""
+    threads, unpredictable schedules, and ``check_id``'s threshold; returns it with the result."""
     p = ctx.profile
     required = ctx.required_speedup(check_id)
     result = compare(
@@ -348,7 +350,7 @@ def compare_checked(
         warmup=max(2, p.warmup),
         min_sample_s=p.min_sample_s,
         threads=p.threads,
-        rng=random.Random(ctx.secret_seed + seed_offset),
+        rng=random.SystemRandom(),
         verify=verify,
         required=required,
         spot_checks=spot_checks,

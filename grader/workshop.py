@@ -23,6 +23,7 @@ from rich.table import Table
 from coursekit.profile import get_profile
 from grader.context import Context
 from grader.interface import NOTEBOOKS, exercise_for, unknown_notebook
+from grader.loader import NotebookError, check_size, submission_bytes
 from grader.registry import checks_for
 from grader.report import build_report, print_table
 from grader.runner import grade_notebook
@@ -51,8 +52,12 @@ def resolve(exercise: str, folder: Path) -> tuple[str, Path]:
 def tasks(notebook: Path) -> tuple[int, int]:
     """(written, total) solution cells: written ones no longer raise ``NotImplementedError``."""
     try:
-        nb = json.loads(notebook.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = submission_bytes(notebook)
+        check_size(data, notebook.name)
+        nb = json.loads(data.decode("utf-8"))
+    except (NotebookError, ValueError, RecursionError):  # the grading that follows says what is wrong with it
+        return 0, 0
+    if not isinstance(nb, dict):
         return 0, 0
     cells = [c for c in nb.get("cells", []) if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
     source = ["".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells]

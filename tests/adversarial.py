@@ -11,7 +11,10 @@ same after grading, and ``absent`` ones must not exist. ``tests/test_integrity.p
 
 New tricks belong here: every cheat ever found becomes a case. Attacks that act outside any check (a bomb that
 starts between requests, one that first stops its own worker, a worker that dies leaving processes behind) need a
-worker driven step by step, and are in ``tests/test_task_limit.py``.
+worker driven step by step, and are in ``tests/test_task_limit.py``; a freeze undone from outside is in
+``tests/test_freeze.py`` and ``tests/test_cgroups.py``; what is handed in instead of a notebook (a link to a
+solution, a pipe, a folder, a notebook that takes gigabytes to parse) is in ``tests/test_submitted_files.py`` and
+``tests/test_loader.py``; a socket that reaches another process is in ``tests/test_sandbox.py``.
 """
 
 from __future__ import annotations

@@ -101,6 +101,9 @@ VANDALISED = _vandalise()
 '''
 
 
+XSS = 'My notes. <img src="x" onerror="alert(\'tcip-xss\')"> <script>alert("tcip-xss")</script>'
+
+
 def class_of_ex02(course: Path | None = None) -> dict[str, tuple[object, dict[str, int], list[str]]]:
     """learner -> (notebook, points per check, phrases the grader's repair notes must contain). With ``course``,
     the class has a sixth learner, mallory, whose notebook solves nothing, redefines ``run_check``, ``print`` and
@@ -152,6 +155,7 @@ def class_of_ex02(course: Path | None = None) -> dict[str, tuple[object, dict[st
         ]
         answer = next(c for c in mallory.cells if c.metadata.get("nbgrader", {}).get("solution"))
         answer.source = f"TARGETS = {targets!r}\n" + MALLORY + "\n" + answer.source
+        mallory.cells.append(nbformat.v4.new_markdown_cell(XSS))  # for whoever opens her feedback page
         learners["mallory"] = (mallory, dict.fromkeys(full, 0), [])
     return learners
 

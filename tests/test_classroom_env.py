@@ -31,3 +31,11 @@ def test_nbgrader_imports_the_grader_of_the_checkout_it_was_started_from(tmp_pat
         check=True,
     ).stdout.strip()
     assert Path(found) == clone / "grader" / "__init__.py", found
+
+
+def test_a_course_config_that_fails_to_load_stops_nbgrader(tmp_path: Path) -> None:
+    """traitlets logs a config file that raises and goes on with the defaults: nbgrader's Execute step would then grade
+    each submission by running it in a kernel, unsandboxed, instead of the grader's isolated runner."""
+    (tmp_path / "nbgrader_config.py").write_text('raise ImportError("a broken course config")\n')
+    with pytest.raises(SystemExit, match="a broken course config"):
+        classroom.nbgrader(tmp_path, "db", "student", "list", quiet=True)

@@ -8,16 +8,23 @@ freeze is a race; these tests resume the process from outside instead, which is 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import psutil
 import pytest
+import torch
 
-from grader import containment
+from coursekit.profile import get_profile
+from grader import containment, speed
+from grader.learner import LocalLearner
+from grader.probing import Call, Reply, probe, stage_timed
 
 # a process that works whenever it runs; with an argument, it starts a process that many seconds after it began
 BUSY = r"""
@@ -150,3 +157,55 @@ def test_learner_code_is_told_from_a_judge_that_runs_sandboxed_itself(monkeypatc
     assert not containment._sandboxed(os.getpid())
     monkeypatch.setattr(containment, "_sandbox_fields", lambda pid: (True, 2))
     assert containment._sandboxed(os.getpid())
+
+
+class _FreezeMarkingLearner(LocalLearner):
+    """In-process probes, with ``frozen()`` marking the calls made inside it (nothing to stop in this process)."""
+
+    inside = False
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[int]:
+        _FreezeMarkingLearner.inside = True
+        try:
+            yield 0
+        finally:
+            _FreezeMarkingLearner.inside = False
+
+
+def test_every_timed_baseline_call_runs_with_the_learner_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The call that sizes the baseline's samples included (red team, session 30: learner code that slowed it,
+    unfrozen, would have shortened every baseline sample, and a short sample runs slower a call)."""
+    frozen_at: list[bool] = []
+    real = speed._time_local
+
+    def recording(*args, **kwargs):
+        frozen_at.append(_FreezeMarkingLearner.inside)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(speed, "_time_local", recording)
+    learner = _FreezeMarkingLearner({}, "ex01", get_profile("smoke"))
+    learner.ask("test.stage_double", {"handle": "h"})
+    warmup, trials = 2, 3
+    speed.compare(
+        learner,
+        "h",
+        lambda x: x * 2,
+        lambda i: (torch.full((4,), float(i + 1)),),
+        grads=(False,),
+        device="cpu",
+        trials=trials,
+        warmup=warmup,
+        min_sample_s=0.001,
+        threads=1,
+        rng=random.SystemRandom(),
+        sets=2,
+    )
+    untimed = 1 + warmup  # the coverage of every input, then the warm-up calls
+    assert len(frozen_at) == untimed + 1 + trials
+    assert frozen_at[untimed:] == [True] * (1 + trials), "a timed baseline call ran with the learner free to run"
+
+
+@probe("test.stage_double")
+def _stage_double(call: Call) -> Reply:
+    return stage_timed(call, call.arg("handle"), lambda x: x * 2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -10,7 +11,7 @@ import pytest
 
 from grader.interface import contract
 from grader.learner import explain
-from grader.loader import NotebookError, load_cells, load_notebook
+from grader.loader import MAX_JSON_VALUES, NotebookError, load_cells, load_notebook, read_cells, submission_bytes
 
 
 def test_runs_definitions_and_skips_demo_cells() -> None:
@@ -104,3 +105,49 @@ def test_a_graph_break_reason_comes_with_its_line_and_plain_words() -> None:
     torch.compiler.reset()
     assert reasons and "<code cell 2>:2: if x.sum() > 0:" in reasons[0], reasons
     assert "torch.where" in reasons[0], f"no plain-words gloss: {reasons[0]}"
+
+
+def _special(kind: str, path: Path, tmp_path: Path) -> None:
+    """Make ``path`` a file of ``kind`` that is not a notebook (what the red team of session 30 submitted)."""
+    real = tmp_path / "elsewhere.ipynb"
+    real.write_text(json.dumps(nbformat.v4.new_notebook()))
+    if kind == "link":  # to a solution, a classmate's notebook, /dev/zero: never followed
+        path.symlink_to(real)
+    elif kind == "dangling link":
+        path.symlink_to(tmp_path / "nothing-here")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "pipe":  # reading one would wait for a writer forever
+        os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "kind, reason",
+    [
+        ("link", "is a symbolic link, not a notebook"),
+        ("dangling link", "is a symbolic link, not a notebook"),
+        ("folder", "is a folder, not a notebook"),
+        ("pipe", "not a regular file"),
+    ],
+)
+def test_only_a_regular_file_is_read_as_a_notebook(tmp_path: Path, kind: str, reason: str) -> None:
+    path = tmp_path / "01_cross_entropy_ladder.ipynb"
+    _special(kind, path, tmp_path)
+    with pytest.raises(NotebookError, match=reason):
+        submission_bytes(path)
+    with pytest.raises(NotebookError, match=reason):
+        load_notebook(path)
+
+
+def test_a_notebook_that_would_take_gigabytes_to_parse_is_refused_before_parsing(tmp_path: Path) -> None:
+    """94 MiB of ``[],`` took a batch process to 5.6 GB (red team, session 30): values are counted before parsing."""
+
+    def lists(n: int) -> bytes:
+        return b'{"cells": [], "metadata": {"x": [' + b"[]," * n + b"[]]}}"
+
+    path = tmp_path / "01_x.ipynb"
+    path.write_bytes(lists(MAX_JSON_VALUES // 2))
+    with pytest.raises(NotebookError, match="JSON values"):
+        load_notebook(path)
+    path.write_bytes(lists(MAX_JSON_VALUES // 2 - 10))
+    assert read_cells(path) == [], "a notebook under the limit is read"

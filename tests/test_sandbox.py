@@ -114,6 +114,13 @@ def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) ->
             "datagram to a unix socket": lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(
                 b"x", str(dgram)
             ),
+            # red team, session 30: sendmsg's address is in memory seccomp cannot read; no datagram socket is made
+            "sendmsg to a unix socket": lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendmsg(
+                [b"x"], [], 0, str(dgram)
+            ),
+            "sendmsg from a datagram pair": lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0].sendmsg(
+                [b"x"], [], 0, str(dgram)
+            ),
             "write the judge's /proc": lambda: Path(f"/proc/{judge}/comm").write_text("owned"),
             "signal the judge": lambda: os.kill(judge, signal.SIGCONT),
             "read the judge's environment": lambda: Path(f"/proc/{judge}/environ").read_bytes(),
@@ -125,6 +132,9 @@ def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) ->
             "hold memory outside its RSS (memfd)": lambda: os.memfd_create("hidden"),
         }
     )
+    sink.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        sink.recv(16)  # nothing arrived, by any route
     for sock in (server, abstract, sink):
         sock.close()
     for name, outcome in results.items():

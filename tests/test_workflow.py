@@ -14,6 +14,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -412,6 +413,9 @@ def test_feedback_shows_results_measured_vs_required_and_messages_without_hidden
     assert "was deleted; it was put back" in pages["dave"] and "was edited" in pages["dave"]
     assert f"took longer than {CHECK_TIMEOUT} s" in pages["aaron"]
     _assert_no_leaks(_texts(feedback), "feedback")
+    notebook_page = (feedback / "mallory" / "ex02" / "02_graph_breaks.html").read_text()
+    assert "tcip-xss" in notebook_page, "mallory's Markdown cell is on her notebook's feedback page"
+    assert not re.search(r"<img[^>]*onerror|<script>alert", notebook_page), "HTML in a learner's Markdown ran as HTML"
 
 
 def test_export_writes_totals_and_one_row_per_check(flow) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import html
 import inspect
@@ -56,6 +57,7 @@ MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN T
 PUBLIC_GRADER = (
     "__init__.py",
     "__main__.py",
+    "cgroups.py",
     "conftest.py",
     "containment.py",
     "context.py",
@@ -91,9 +93,10 @@ CONFIG = """\
 # Edit freely: it is not rewritten while it exists.
 import os
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern,
-                                    LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades,
+                                    IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
 from grader.nbgrader_hooks import IsolatedGrade, RestoreLockedCells
 
@@ -113,6 +116,11 @@ c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKern
 # into its cell, which SaveAutoGrades then records. Each check stops after GRADER_CHECK_TIMEOUT seconds.
 c.Autograde.autograde_preprocessors = [IsolatedGrade, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+# Feedback pages render each learner's Markdown: HTML in it (a <script>, an <img onerror=...>) is escaped by
+# nbconvert's SanitizeHTML (bleach), never run in the browser of whoever opens the page. nbgrader's feedback
+# template ignores HTMLExporter.sanitize_html, so the preprocessor joins nbgrader's own two.
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, SanitizeHTML]
+c.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off until enabled
 """
 
 KIT_README = """\
@@ -253,6 +261,9 @@ def course_env() -> dict[str, str]:
     (another clone, when two share one ``.venv``), and grade with that clone's checks."""
     env = nbgrader_env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    # a course config that fails to load stops nbgrader: traitlets would log it and go on with nbgrader's defaults,
+    # whose Execute step runs each submission in a kernel, unsandboxed, in place of the grader's isolated runner
+    env["TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR"] = "1"
     return env
 
 
@@ -548,21 +559,36 @@ def release(course: Path, caches: list[Path]) -> Path:
 
 
 def collect(course: Path, source: Path) -> int:
-    """Copy ``source/<student>/**/NN_*.ipynb`` into nbgrader's ``submitted/<student>/exNN/<released name>``."""
+    """Copy ``source/<student>/**/NN_*.ipynb`` into nbgrader's ``submitted/<student>/exNN/<released name>``. Only
+    notebook files are copied: a symbolic link (to a solution, to a classmate's work), a folder, a pipe or a device
+    in a student's folder is skipped with a warning, and so is a student folder that is a link."""
     from grader.interface import NOTEBOOKS, exercise_for
+    from grader.loader import NotebookError, submission_bytes
 
     count = 0
     for student in sorted(p for p in source.iterdir() if p.is_dir()):
-        for notebook in sorted(student.rglob("*.ipynb")):
+        if student.is_symlink():
+            print(f"warning: {student}: a student folder that is a symbolic link; skipped", file=sys.stderr)
+            continue
+        for notebook in sorted(student.rglob("*.ipynb")):  # rglob follows no linked folder
             if ".ipynb_checkpoints" in notebook.parts:
                 continue
             exercise = exercise_for(notebook)
             if exercise is None:
                 print(f"warning: {notebook}: not an exercise notebook (NN_topic.ipynb); skipped", file=sys.stderr)
                 continue
+            try:
+                content = submission_bytes(notebook)
+            except NotebookError as exc:
+                print(f"warning: {notebook}: {exc}; skipped", file=sys.stderr)
+                continue
             target = course / "submitted" / student.name / exercise / NOTEBOOKS[exercise]
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(notebook, target)
+            target.unlink(missing_ok=True)  # a link left there earlier is replaced, never written through
+            target.write_bytes(content)
+            with contextlib.suppress(OSError):
+                modified = notebook.lstat().st_mtime
+                os.utime(target, (modified, modified))
             count += 1
     print(f"collected {count} notebook(s) into {course / 'submitted'}")
     return count
@@ -571,6 +597,7 @@ def collect(course: Path, source: Path) -> int:
 def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, unsandboxed: bool = False) -> None:
     """nbgrader autograde, graded by the isolated runner: hidden checks put back, locked cells restored, each
     check's verdict into the gradebook. Without the sandbox it refuses, unless ``unsandboxed``."""
+    from grader import cgroups
     from grader.nbgrader_hooks import UNSANDBOXED_ENV
     from grader.runner import SandboxRequired, sandbox_report
 
@@ -578,7 +605,7 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         report = sandbox_report("off" if unsandboxed else "require")
     except SandboxRequired as exc:
         raise SystemExit(f"autograde: {exc}") from None
-    print(f"learner code: {report.describe()}", flush=True)
+    print(f"learner code: {report.describe()}; {cgroups.describe()}", flush=True)
     ensure_course(course)
     env = {UNSANDBOXED_ENV: "1"} if unsandboxed else {}
     jobs, gpus = gpu_jobs(jobs)

@@ -205,7 +205,7 @@ def env_step(out: Path) -> int:
     """Write ``env.json`` (versions, GPU, sandbox) and ``nvidia-smi.txt``."""
     import torch
 
-    from grader import sandbox
+    from grader import cgroups, sandbox
 
     info: dict = {
         "python": sys.version.split()[0],
@@ -215,7 +215,7 @@ def env_step(out: Path) -> int:
         "cuda_available": torch.cuda.is_available(),
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "cpu_count": os.cpu_count(),
-        "sandbox": sandbox.probe().describe(),
+        "sandbox": f"{sandbox.probe().describe()}; {cgroups.describe()}",
     }
     for name in ("torchvision", "timm", "triton", "numpy", "nbclient", "nbformat", "ipykernel", "matplotlib"):
         try:

@@ -143,7 +143,6 @@ def scorer_speed(learner, ctx) -> Measured:
         baseline,
         make_args,
         grads=(False,),
-        seed_offset=2,
         verify=verify,
         params=tuple(compiled_broken.parameters()),
     )

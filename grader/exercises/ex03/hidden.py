@@ -224,7 +224,6 @@ def step_speed(learner, ctx) -> Measured:
         baseline,
         make_args,
         grads=(False, False),
-        seed_offset=3,
         verify=verify,
         lockstep=True,
     )

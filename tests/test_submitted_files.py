@@ -1,0 +1,94 @@
+"""What a class hands in is files, and not every file is a notebook (red team, session 30): a symbolic link to a
+solution scored full marks in ``grader batch``, and ``collect`` copied what a link pointed to (hidden checks, a
+classmate's work) into nbgrader's ``submitted/``; a dangling link or a folder named like a notebook stopped the
+whole batch, and a pipe hung it. Each now costs its own submission a zero that says why, and nobody else anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import batch
+from tools import classroom
+
+NOTEBOOK = "01_cross_entropy_ladder.ipynb"
+
+
+def _class(root: Path, secret: Path) -> Path:
+    """A class folder: ``honest`` handed in a notebook, everyone else something that is not one."""
+    folder = root / "class"
+    for student in ("honest", "linker", "dangler", "folderer", "piper"):
+        (folder / student).mkdir(parents=True)
+    (folder / "honest" / NOTEBOOK).write_text(json.dumps(nbformat.v4.new_notebook()))
+    (folder / "linker" / NOTEBOOK).symlink_to(secret)
+    (folder / "dangler" / NOTEBOOK).symlink_to(root / "gone")
+    (folder / "folderer" / NOTEBOOK).mkdir()
+    os.mkfifo(folder / "piper" / NOTEBOOK)
+    (folder / "summary.csv").mkdir()  # a "student" whose reports would take the batch's own CSV's place
+    (folder / "linked-student").symlink_to(secret.parent, target_is_directory=True)
+    return folder
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "solutions" / NOTEBOOK
+    path.parent.mkdir()
+    path.write_text(json.dumps(nbformat.v4.new_notebook(metadata={"secret": "the reference solution"})))
+    return path
+
+
+def test_a_batch_grades_what_is_a_notebook_and_scores_the_rest_zero_with_the_reason(
+    tmp_path: Path, secret: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, out = _class(tmp_path, secret), tmp_path / "out"
+    jobs, warnings = batch.discover(folder, out)
+    why = {job.student: job.unreadable for job in jobs}
+    assert why == {
+        "honest": "",
+        "linker": f"{NOTEBOOK} is a symbolic link, not a notebook: submit the notebook file itself",
+        "dangler": f"{NOTEBOOK} is a symbolic link, not a notebook: submit the notebook file itself",
+        "folderer": f"{NOTEBOOK} is a folder, not a notebook: submit the notebook file itself",
+        "piper": f"{NOTEBOOK} is not a regular file (a pipe, socket or device): submit the notebook",
+    }
+    assert any("linked-student: a student folder a symbolic link; skipped" in w for w in warnings)
+    assert any("summary.csv: a student folder named like the batch's own summary.csv; skipped" in w for w in warnings)
+
+    # only the broken submissions, so nothing is graded: each gets its zero, and the batch ends with its CSVs
+    (folder / "honest" / NOTEBOOK).unlink()
+    assert batch.main([str(folder), "--out", str(out), "--only", "ex01.builtin.values", "--unsandboxed"]) == 0
+    for student, reason in why.items():
+        if student == "honest":
+            continue
+        report = json.loads((out / student / "ex01.json").read_text())
+        assert report["score"] == 0 and report["checks"][0]["message"] == reason
+    assert (out / "summary.csv").is_file() and (out / "scores.csv").is_file()
+    assert "the reference solution" not in capsys.readouterr().out + (out / "summary.csv").read_text()
+
+
+def test_collect_copies_notebooks_only_and_never_what_a_link_points_to(
+    tmp_path: Path, secret: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, course = _class(tmp_path, secret), tmp_path / "course"
+    assert classroom.collect(course, folder) == 1
+    submitted = sorted(p.relative_to(course).as_posix() for p in course.rglob("*.ipynb"))
+    assert submitted == [f"submitted/honest/ex01/{NOTEBOOK}"]
+    err = capsys.readouterr().err
+    for student in ("linker", "dangler", "folderer", "piper"):
+        assert f"{student}/{NOTEBOOK}: {NOTEBOOK} is " in err
+    assert "linked-student: a student folder that is a symbolic link; skipped" in err
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/dev/zero")
+def test_a_link_to_an_endless_file_is_never_read(tmp_path: Path) -> None:
+    """A link to ``/dev/zero`` grew the reading process until memory ran out."""
+    student = tmp_path / "class" / "zero"
+    student.mkdir(parents=True)
+    (student / NOTEBOOK).symlink_to("/dev/zero")
+    (job,), _ = batch.discover(tmp_path / "class", tmp_path / "out")
+    assert "symbolic link" in job.unreadable
