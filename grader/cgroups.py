@@ -33,7 +33,8 @@ from functools import cache
 from pathlib import Path
 
 ENV = "GRADER_CGROUPS"
-PREFIX = "tcip-worker-"  # a worker's group: tcip-worker-<judge pid>-<n>, beside the judge in its own cgroup
+# a worker's group, beside the judge in its own cgroup: tcip-worker-<judge's pid namespace>-<judge pid>-<n>
+PREFIX = "tcip-worker-"
 PIDS_MARGIN = 64  # pids.max over the polled task cap: the poll still names a bomb; the kernel stops its growth
 FREEZE_WAIT_S = 2.0
 
@@ -184,11 +185,21 @@ def of(pid: int) -> Group | None:
     return Group(main, pids)
 
 
+def _pid_namespace() -> str:
+    """This process's pid namespace (its inode): a judge's pid means something only inside the namespace it was read
+    in, and judges in containers that share one cgroup tree see different ones."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
 def _sweep(folder: Path) -> None:
-    """Delete the groups judges that have died left in ``folder`` (killing what still runs in them)."""
+    """Delete the groups judges that have died left in ``folder`` (killing what still runs in them): only groups
+    made in this pid namespace, whose judge's pid it can look up."""
     with contextlib.suppress(OSError):
-        for entry in folder.glob(f"{PREFIX}*"):
-            judge = re.fullmatch(rf"{PREFIX}(\d+)-\d+", entry.name)
+        for entry in folder.glob(f"{PREFIX}{_pid_namespace()}-*"):
+            judge = re.fullmatch(rf"{PREFIX}\d+-(\d+)-\d+", entry.name)
             if judge and not Path(f"/proc/{judge.group(1)}").exists():
                 Group(entry).remove(wait_s=0.5)
 
@@ -208,7 +219,7 @@ def create(max_tasks: int) -> Group | None:
     if _off() or _why_not or mount is None:
         _why_not = _why_not or ("switched off (GRADER_CGROUPS=off)" if _off() else "no cgroup v2 file system")
         return None
-    own, name = _memberships("self"), f"{PREFIX}{os.getpid()}-{next(_counter)}"
+    own, name = _memberships("self"), f"{PREFIX}{_pid_namespace()}-{os.getpid()}-{next(_counter)}"
     try:
         main = _make(_inside(mount, own.get("2", "/")), name)
     except OSError as exc:

@@ -29,8 +29,46 @@ MAX_JSON_VALUES = 1_000_000
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+# IPython rewrites %magics, !shell commands and ?help lines one at a time, reading the whole cell again each time (at
+# most 500 times a cell): a 78 KB notebook of such lines kept the judge busy for minutes, and 501 of them in one
+# cell raised an error that ended the grading (red team, session 30). What a notebook's rewriting may cost, in
+# characters read over all passes: a lesson notebook costs about 20,000; this is about 2 s on a 2-core CI box.
+MAX_REWRITE_WORK = 500_000
+
+
 class NotebookError(Exception):
     """The file is missing or is not a readable notebook."""
+
+
+class CellRewriteError(ValueError):
+    """IPython could not rewrite a cell's magics and shell lines into Python, or the notebook's rewriting ran over
+    its budget (``MAX_REWRITE_WORK``); the cell is neither loaded nor scanned."""
+
+
+class BoundedTransformer(TransformerManager):
+    """IPython's ``TransformerManager`` with a work budget for one notebook (``MAX_REWRITE_WORK``); its
+    ``transform_cell`` raises ``CellRewriteError`` for a cell it cannot rewrite or that would overspend."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        super().__init__()
+        self.left = MAX_REWRITE_WORK if budget is None else budget
+
+    def do_one_token_transform(self, lines: list[str]) -> tuple[bool, list[str]]:
+        self.left -= sum(map(len, lines))
+        if self.left < 0:
+            raise CellRewriteError(
+                "its %magic, !shell and ?help lines would take IPython too long to rewrite into Python (the "
+                "notebook's rewriting stopped past its budget): keep such lines few, in small cells"
+            )
+        return super().do_one_token_transform(lines)
+
+    def transform_cell(self, cell: str) -> str:
+        try:
+            return super().transform_cell(cell)
+        except CellRewriteError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - IPython's own limit (500 rewrites a cell), or whatever it raises
+            raise CellRewriteError(f"IPython could not rewrite its %magic and !shell lines ({exc})") from None
 
 
 @dataclass
@@ -147,9 +185,13 @@ def load_cells(cells: list[str], module_name: str = "submission") -> Loaded:
     # ("No module named 'submission'" when compiling a learner's nn.Module otherwise); 2.14's does not
     sys.modules[module_name] = module
     loaded = Loaded(namespace=module.__dict__, cells=len(cells))
-    transformer = TransformerManager()  # turns %magics and !shell into plain calls, which are skipped
+    transformer = BoundedTransformer()  # turns %magics and !shell into plain calls, which are skipped
     for index, raw in enumerate(cells, start=1):
-        source = transformer.transform_cell(raw)
+        try:
+            source = transformer.transform_cell(raw)
+        except CellRewriteError as exc:
+            loaded.problems.append(f"code cell {index}: {exc}; nothing in that cell was loaded")
+            continue
         filename = f"<code cell {index}>"  # grader.probing.where_in_notebook reads it
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         try:

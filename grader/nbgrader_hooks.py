@@ -84,7 +84,8 @@ class IsolatedGrade(NbGraderPreprocessor):
         from grader.context import Context
         from grader.interface import exercise_for
         from grader.registry import get
-        from grader.runner import grade_notebook
+        from grader.results import CheckResult
+        from grader.runner import NotebookGrade, SandboxRequired, grade_notebook
 
         use_repo_compile_cache()
         name = f"{resources['nbgrader']['notebook']}.ipynb"
@@ -98,17 +99,25 @@ class IsolatedGrade(NbGraderPreprocessor):
         with tempfile.TemporaryDirectory(prefix="autograde-") as tmp:
             path = Path(tmp) / name
             nbformat.write(nb, path)
-            grade = grade_notebook(
-                path,
-                exercise,
-                profile,
-                ctx.secret_seed,
-                check_ids=ids,
-                ctx=ctx,
-                progress=False,
-                sandbox_policy="off" if os.environ.get(UNSANDBOXED_ENV) else "require",
-                check_timeout_s=float(os.environ.get("GRADER_CHECK_TIMEOUT") or 0) or None,
-            )
+            try:
+                grade = grade_notebook(
+                    path,
+                    exercise,
+                    profile,
+                    ctx.secret_seed,
+                    check_ids=ids,
+                    ctx=ctx,
+                    progress=False,
+                    sandbox_policy="off" if os.environ.get(UNSANDBOXED_ENV) else "require",
+                    check_timeout_s=float(os.environ.get("GRADER_CHECK_TIMEOUT") or 0) or None,
+                )
+            except SandboxRequired:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a zero that says so, not a student missing from the gradebook
+                self.log.error("%s: the grader failed on this notebook: %r", name, exc)
+                message = f"the grader could not grade this notebook ({exc!r}); flagged for an instructor"
+                grade = NotebookGrade(str(path), exercise, [CheckResult.failed(get(c), message) for c in ids])
+                grade.flags.append({"cell": 0, "line": 0, "kind": "protocol", "message": message})
         results = {r.id: r for r in grade.results}
         for cell in nb.cells:
             cid = check_id(cell)

@@ -25,7 +25,7 @@ from grader.loader import NotebookError, read_cells
 from grader.protocol import ProtocolError
 from grader.registry import checks_for, get
 from grader.results import CheckResult, run_check
-from grader.scan import scan_cells
+from grader.scan import Flag, scan_cells
 
 CHECK_TIMEOUT_S = {"cpu": 240.0, "cuda": 300.0}
 NOTEBOOK_BUDGET_S = {"cpu": 1200.0, "cuda": 1800.0}
@@ -107,17 +107,20 @@ def grade_notebook(
     the seed of later workers' compile caches, for every exercise (``RemoteLearner.harvest``)."""
     order = check_ids or [c.id for c in checks_for(exercise)]
     report = sandbox_report(sandbox_policy)
+    deadline = time.monotonic() + (budget_s or NOTEBOOK_BUDGET_S[profile.device_class])  # reading and scanning too
     grade = NotebookGrade(str(notebook), exercise, [], sandbox=f"{report.describe()}; {cgroups.describe()}")
     try:
         cells = read_cells(notebook)
     except NotebookError as exc:
         grade.results = [CheckResult.failed(get(cid), str(exc)) for cid in order]
         return grade
-    grade.flags = [f.as_dict() for f in scan_cells(cells)]
+    try:
+        grade.flags = [f.as_dict() for f in scan_cells(cells)]
+    except Exception as exc:  # noqa: BLE001 - a scan that fails on learner text must not end the grading
+        grade.flags = [Flag(0, 0, "review", f"the code scan failed ({exc!r})").as_dict()]
     ctx = ctx or Context.create(profile, seed)
     judging.use_device_class(profile.device_class)
     timeout = check_timeout_s or CHECK_TIMEOUT_S[profile.device_class]
-    deadline = time.monotonic() + (budget_s or NOTEBOOK_BUDGET_S[profile.device_class])
     limits = Limits(memory_limit_bytes or default_memory_limit(), timeout)
     done: dict[str, CheckResult] = {}
     bar = tqdm(total=len(order), desc=f"grading {Path(notebook).name}", unit="check", disable=not progress, leave=False)

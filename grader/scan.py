@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass
 
-from IPython.core.inputtransformer2 import TransformerManager
+from grader.loader import BoundedTransformer, CellRewriteError
 
 # module -> why importing it in an exercise is suspicious
 SUSPICIOUS_IMPORTS = {
@@ -128,12 +128,14 @@ def _scan_tree(tree: ast.AST, cell: int, aliases: dict[str, str]) -> list[Flag]:
 
 def scan_cells(cells: list[str]) -> list[Flag]:
     """Flags for every code cell (cells that do not parse are skipped: the loader reports them)."""
-    transformer = TransformerManager()
+    transformer = BoundedTransformer()
     trees: list[tuple[int, ast.AST]] = []
     for index, raw in enumerate(cells, start=1):
         try:
             trees.append((index, ast.parse(transformer.transform_cell(raw))))
         except SyntaxError:
+            continue
+        except CellRewriteError:  # not loaded either (the loader says why): nothing of it runs
             continue
         except (RecursionError, MemoryError, ValueError):  # pathological code: say so, and grade on
             return [Flag(index, 0, "review", "this cell is too deeply nested or too large to scan")]

@@ -69,3 +69,30 @@ def test_no_two_nbgrader_processes_share_a_gpu(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
     classroom.autograde(tmp_path, ["ex01"], jobs=3, force=False)
     assert len(seen) == len(students) and set(seen) == {"0", "1"}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_assignment_nbgrader_fails_on_does_not_stop_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """Red team, session 30: one notebook that made nbgrader exit 1 for ex00 left ex05 ungraded for the whole class.
+    Every assignment is graded; the failures are listed at the end, and the exit says so."""
+    for assignment in ("ex00", "ex05"):
+        for student in ("alice", "mallory"):
+            (tmp_path / "submitted" / student / assignment).mkdir(parents=True)
+    graded: list[str] = []
+
+    def fake_nbgrader(course: Path, *args: str, **_: object) -> None:
+        graded.append(args[1])
+        if args[1] == "ex00":
+            raise SystemExit("`nbgrader autograde ex00` failed (exit 1)")
+
+    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
+    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
+    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: (jobs, []))
+    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
+    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    with pytest.raises(SystemExit, match=r"(?s)nbgrader reported errors.*ex00: `nbgrader autograde ex00` failed"):
+        classroom.autograde(tmp_path, ["ex00", "ex05"], jobs=jobs, force=False)
+    assert "ex05" in graded, "the assignment after the one that failed was never graded"

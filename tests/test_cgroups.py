@@ -153,16 +153,20 @@ def test_a_dead_judges_groups_are_swept(tmp_path: Path) -> None:
     judge.wait()
     made = cgroups.create(8)
     assert made is not None
-    stale = made.main.parent / f"{cgroups.PREFIX}{judge.pid}-1"
+    stale = made.main.parent / f"{cgroups.PREFIX}{cgroups._pid_namespace()}-{judge.pid}-1"
+    elsewhere = made.main.parent / f"{cgroups.PREFIX}1-{judge.pid}-1"  # a judge in another pid namespace
     stale.mkdir()
+    elsewhere.mkdir()
     try:
         again = cgroups.create(8)
         assert again is not None and not stale.exists(), "a group whose judge died was left behind"
+        assert elsewhere.exists(), "a pid from another namespace says nothing of whether its judge lives here"
         again.remove()
     finally:
         made.remove()
-        if stale.exists():
-            stale.rmdir()
+        for group in (stale, elsewhere):
+            if group.exists():
+                group.rmdir()
 
 
 @needs_cgroups

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
+from IPython.core import inputtransformer2
 
+from grader import loader
 from grader.interface import contract
 from grader.learner import explain
 from grader.loader import MAX_JSON_VALUES, NotebookError, load_cells, load_notebook, read_cells, submission_bytes
+from grader.scan import scan_cells
 
 
 def test_runs_definitions_and_skips_demo_cells() -> None:
@@ -151,3 +155,32 @@ def test_a_notebook_that_would_take_gigabytes_to_parse_is_refused_before_parsing
         load_notebook(path)
     path.write_bytes(lists(MAX_JSON_VALUES // 2 - 10))
     assert read_cells(path) == [], "a notebook under the limit is read"
+
+
+def test_a_cell_ipython_cannot_rewrite_costs_only_its_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """501 shell lines in one cell: IPython gives up after 500 rewrites and raises (red team, session 30, in which it
+    ended the grading of a whole class). Here its limit is 5, and the cell has 6. The cell is not loaded, the others
+    are, and the scan passes it over."""
+    monkeypatch.setattr(inputtransformer2, "TRANSFORM_LOOP_LIMIT", 5)
+    cells = ["!true\n" * 6 + "def lost():\n    return 0\n", "def kept():\n    return 1\n"]
+    loaded = load_cells(cells)
+    assert "lost" not in loaded.namespace and loaded.namespace["kept"]() == 1
+    assert loaded.problems == [
+        "code cell 1: IPython could not rewrite its %magic and !shell lines (Input transformation still changing "
+        "after 5 iterations. Aborting.); nothing in that cell was loaded"
+    ]
+    assert scan_cells(cells) == []
+
+
+def test_rewriting_magics_stops_at_the_notebooks_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each %magic or !shell line costs IPython a pass over the whole cell: 78 KB of them kept the judge busy for
+    minutes. Past the notebook's budget, a cell is refused at once; a lesson notebook costs about 20,000."""
+    monkeypatch.setattr(loader, "MAX_REWRITE_WORK", 50_000)
+    heavy = "!true\n" * 200 + "x = 1\n" * 500
+    started = time.perf_counter()
+    loaded = load_cells([heavy, heavy, "%time y = 2\nZ = 3\n"])
+    scan_cells([heavy, heavy])
+    assert time.perf_counter() - started < 2.0
+    assert len(loaded.problems) == 3 and all("would take IPython too long" in p for p in loaded.problems)
+    assert "Z" not in loaded.namespace, "a budget spent is spent for the rest of the notebook"
+    assert load_cells(["%time y = 2\nZ = 3\n"]).namespace["Z"] == 3, "a notebook's own budget starts full"

@@ -613,6 +613,7 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
     slots: queue.SimpleQueue[dict[str, str]] = queue.SimpleQueue()
     for slot in share_slots(jobs, gpus):  # one for each of the pool's threads: no two processes share a GPU
         slots.put(slot)
+    failed: list[str] = []
     for assignment in which or assignments(course):
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
         if not students:
@@ -620,7 +621,10 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         extra = ["--force"] if force else []
         print(f"autograding {assignment}: {len(students)} submission(s), {jobs} at a time{where}", flush=True)
         if jobs <= 1:
-            nbgrader(course, "autograde", assignment, *extra, env=env)
+            try:
+                nbgrader(course, "autograde", assignment, *extra, env=env)
+            except SystemExit as exc:  # one submission nbgrader could not process: the other assignments still grade
+                failed.append(f"{assignment}: {exc}")
             continue
 
         selections = [share_options(share, students) for share in shares(students, jobs)]
@@ -635,9 +639,18 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         with _gradebook(course):  # the course's row, made once: parallel nbgrader processes would race to insert it
             pass
         with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(grade_share, selections))
+            for outcome in [pool.submit(grade_share, selection) for selection in selections]:
+                try:
+                    outcome.result()
+                except SystemExit as exc:
+                    failed.append(f"{assignment}: {exc}")
     graded = which or assignments(course)
     print("\n".join(["points in the gradebook:", *autograde_summary(course, graded)]), flush=True)
+    if failed:
+        raise SystemExit(
+            "autograde: nbgrader reported errors (nbgrader's log above names each student; the others were graded, "
+            "and `make autograde` again retries what is missing):\n  " + "\n  ".join(failed)
+        )
 
 
 def gpu_jobs(jobs: int, gpus: list[str] | None = None) -> tuple[int, list[str]]:
