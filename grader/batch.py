@@ -172,13 +172,12 @@ def grade_job(
             try:
                 check_size(content, NOTEBOOKS[exercise])  # before nbformat builds a node for every value
                 nb = nbformat.reads(content.decode("utf-8"), as_version=4)
-            except Exception:  # noqa: BLE001 - an unreadable notebook is graded as it is: the grader explains
-                nb = None
-            if nb is not None:
                 notes = restore_locked_cells(nb, nbformat.read(released, as_version=4))
                 if notes:
                     nbformat.write(nb, path)
-            del nb
+            except Exception as exc:  # noqa: BLE001 - graded as it is: the grader says what is wrong with it
+                notes = [f"locked cells were not checked: the notebook is not one nbformat reads ({exc!r:.200})"]
+            nb = None  # no longer needed while it is graded
         grade = grade_notebook(
             path,
             exercise,

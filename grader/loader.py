@@ -197,15 +197,21 @@ def load_cells(cells: list[str], module_name: str = "submission") -> Loaded:
         try:
             tree = ast.parse(source, filename)
         except SyntaxError as exc:
+            where = f" on line {exc.lineno}" if exc.lineno else ""
             loaded.problems.append(
-                f"code cell {index} has a syntax error on line {exc.lineno}: {exc.msg}; nothing in that cell was loaded"
+                f"code cell {index} has a syntax error{where}: {exc.msg}; nothing in that cell was loaded"
+            )
+            continue
+        except (RecursionError, MemoryError, ValueError) as exc:  # nested too deep, a null byte: this cell only
+            loaded.problems.append(
+                f"code cell {index} could not be parsed ({type(exc).__name__}: {exc}); nothing in that cell was loaded"
             )
             continue
         for node in tree.body:
             if not is_definition(node):
                 continue
-            code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec")
             try:
+                code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec")
                 exec(code, loaded.namespace)
             except Exception as exc:  # noqa: BLE001 - any learner error becomes a message
                 loaded.problems.append(

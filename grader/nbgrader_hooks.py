@@ -25,7 +25,7 @@ import nbformat
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.restore import add_notes_cell, read_notes, restore_locked_cells
+from grader.restore import add_notes_cell, nbgrader_metadata, read_notes, restore_locked_cells
 
 UNSANDBOXED_ENV = "GRADER_UNSANDBOXED"  # set by `tools/classroom.py autograde --unsandboxed`
 
@@ -44,6 +44,7 @@ class RestoreLockedCells(NbGraderPreprocessor):
         path = _released(self, resources)
         if not path.is_file():
             self.log.warning("no released notebook at %s: locked cells not checked", path)
+            add_notes_cell(nb, [])  # still: no notes cell the learner wrote survives
             return nb, resources
         notes = restore_locked_cells(nb, nbformat.read(path, as_version=4))
         for note in notes:
@@ -54,7 +55,7 @@ class RestoreLockedCells(NbGraderPreprocessor):
 
 def check_id(cell) -> str | None:
     """The check a grade cell stands for (its nbgrader grade id, with dots)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
+    meta = nbgrader_metadata(cell)
     if cell.get("cell_type") != "code" or not meta.get("grade"):
         return None
     return str(meta.get("grade_id", "")).replace("-", ".")
@@ -128,6 +129,11 @@ class IsolatedGrade(NbGraderPreprocessor):
         if grade.sandbox.startswith("NO SANDBOX"):
             notes.append(grade.sandbox)
         notes += [f"flagged for review: {f['message']}" for f in grade.flags if f.get("kind") == "protocol"]
+        notes += [  # what the static scan saw (grader.scan), as grader batch reports it: for the instructor to read
+            f"flagged for review: code cell {f['cell']}, line {f['line']}: {f['message']}"
+            for f in grade.flags
+            if f.get("kind") != "protocol"
+        ][:20]
         notes += [f"note: {p}" for p in grade.problems[:20]]
         if notes != read_notes(nb):
             add_notes_cell(nb, notes)

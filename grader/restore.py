@@ -16,18 +16,21 @@ NOTES_CELL_ID = "grader-notes"
 NOTES_TITLE = "**Notes from the grader**"
 
 
-def _nbgrader(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+def nbgrader_metadata(cell) -> dict:
+    """The cell's nbgrader metadata; ``{}`` where it is missing or not a mapping (nbformat allows any value)."""
+    meta = cell.get("metadata")
+    found = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def grade_id(cell) -> str | None:
     """The cell's nbgrader id, if it has one."""
-    return _nbgrader(cell).get("grade_id")
+    return nbgrader_metadata(cell).get("grade_id")
 
 
 def is_locked(cell) -> bool:
     """nbgrader's rule: solution cells are editable, grade cells are locked, others as marked."""
-    meta = _nbgrader(cell)
+    meta = nbgrader_metadata(cell)
     if not meta or meta.get("solution"):
         return False
     return bool(meta.get("grade") or meta.get("locked"))
@@ -48,16 +51,26 @@ def restore_locked_cells(nb, released) -> list[str]:
         if not gid or not is_locked(cell):
             continue
         position = {grade_id(c): i for i, c in enumerate(nb.cells) if grade_id(c)}
-        if gid in position:
-            mine = nb.cells[position[gid]]
-            if mine.get("cell_type") != cell.get("cell_type") or _source(mine).strip() != _source(cell).strip():
-                mine["cell_type"] = cell["cell_type"]
-                mine["source"] = _source(cell)
-                if cell["cell_type"] == "code":
-                    mine.setdefault("outputs", [])
-                    mine.setdefault("execution_count", None)
-                mine["metadata"]["nbgrader"] = copy.deepcopy(_nbgrader(cell))
+        copies = [c for c in nb.cells if grade_id(c) == gid]  # an untouched copy must not hide an edited one
+        if copies:
+            edited = False
+            for mine in copies:
+                if mine.get("cell_type") != cell.get("cell_type") or _source(mine).strip() != _source(cell).strip():
+                    edited = True
+                    mine["cell_type"] = cell["cell_type"]
+                    mine["source"] = _source(cell)
+                    if cell["cell_type"] == "code":
+                        mine.setdefault("outputs", [])
+                        mine.setdefault("execution_count", None)
+                    if not isinstance(mine.get("metadata"), dict):
+                        mine["metadata"] = {}
+                    mine["metadata"]["nbgrader"] = copy.deepcopy(nbgrader_metadata(cell))
+            if edited:
                 notes.append(f"locked cell `{gid}` was edited; it was graded as released")
+            if len(copies) > 1:
+                notes.append(
+                    f"locked cell `{gid}` was copied {len(copies) - 1} time(s); every copy was graded as released"
+                )
             continue
         restored = copy.deepcopy(cell)
         if restored.get("id") in ids:
@@ -75,18 +88,25 @@ def add_notes_cell(nb, notes: list[str]) -> None:
     """Put the repairs at the top of the notebook, where the learner's feedback shows them."""
     import nbformat
 
+    # one notes cell, however often called, and never one a learner wrote to look like it
+    nb.cells[:] = [c for c in nb.cells if not _looks_like_notes(c)]
     if not notes:
         return
     text = NOTES_TITLE + "\n\n" + "\n".join(f"- {n}" for n in notes)
     cell = nbformat.v4.new_markdown_cell(text)
     cell["id"] = NOTES_CELL_ID
-    nb.cells[:] = [c for c in nb.cells if c.get("id") != NOTES_CELL_ID]  # one notes cell, however often called
     nb.cells.insert(0, cell)
 
 
+def _looks_like_notes(cell) -> bool:
+    return cell.get("id") == NOTES_CELL_ID or (
+        cell.get("cell_type") == "markdown" and _source(cell).lstrip().startswith(NOTES_TITLE)
+    )
+
+
 def read_notes(nb) -> list[str]:
-    """The repairs recorded by ``add_notes_cell`` (empty if none)."""
+    """The repairs recorded by ``add_notes_cell`` (empty if none): only from its cell, the grader's own id."""
     for cell in nb.cells:
-        if cell.get("cell_type") == "markdown" and _source(cell).startswith(NOTES_TITLE):
+        if cell.get("id") == NOTES_CELL_ID and cell.get("cell_type") == "markdown":
             return [line[2:] for line in _source(cell).splitlines() if line.startswith("- ")]
     return []

@@ -130,6 +130,7 @@ def scan_cells(cells: list[str]) -> list[Flag]:
     """Flags for every code cell (cells that do not parse are skipped: the loader reports them)."""
     transformer = BoundedTransformer()
     trees: list[tuple[int, ast.AST]] = []
+    pathological: list[Flag] = []
     for index, raw in enumerate(cells, start=1):
         try:
             trees.append((index, ast.parse(transformer.transform_cell(raw))))
@@ -137,9 +138,9 @@ def scan_cells(cells: list[str]) -> list[Flag]:
             continue
         except CellRewriteError:  # not loaded either (the loader says why): nothing of it runs
             continue
-        except (RecursionError, MemoryError, ValueError):  # pathological code: say so, and grade on
-            return [Flag(index, 0, "review", "this cell is too deeply nested or too large to scan")]
+        except (RecursionError, MemoryError, ValueError):  # pathological code: say so, and scan the others
+            pathological.append(Flag(index, 0, "review", "this cell is too deeply nested or too large to scan"))
     aliases: dict[str, str] = {}
     for _, tree in trees:
         aliases.update(_aliases(tree))
-    return [flag for index, tree in trees for flag in _scan_tree(tree, index, aliases)]
+    return pathological + [flag for index, tree in trees for flag in _scan_tree(tree, index, aliases)]

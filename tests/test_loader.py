@@ -184,3 +184,15 @@ def test_rewriting_magics_stops_at_the_notebooks_budget(monkeypatch: pytest.Monk
     assert len(loaded.problems) == 3 and all("would take IPython too long" in p for p in loaded.problems)
     assert "Z" not in loaded.namespace, "a budget spent is spent for the rest of the notebook"
     assert load_cells(["%time y = 2\nZ = 3\n"]).namespace["Z"] == 3, "a notebook's own budget starts full"
+
+
+def test_a_cell_nested_too_deep_to_parse_costs_only_its_names_and_the_scan_reads_the_rest() -> None:
+    """Red team, session 30: such a cell ended the worker's load (every check failed) and made the judge's scan drop
+    every other cell's flags."""
+    cells = ["X = a" + ".b" * 120_000 + "\n", "def kept():\n    return 1\n", "import grader.exercises.ex01.reference\n"]
+    loaded = load_cells(cells)
+    assert loaded.namespace["kept"]() == 1
+    assert loaded.problems[0].startswith("code cell 1 could not be parsed (RecursionError")
+    flags = [str(f) for f in scan_cells(cells)]
+    assert flags[0] == "code cell 1, line 0: this cell is too deeply nested or too large to scan"
+    assert any(f.startswith("code cell 3, line 1: imports the grader's internals") for f in flags), flags
