@@ -136,8 +136,8 @@ def check_size(data: bytes, name: str) -> None:
         )
 
 
-def cells_of(data: bytes, name: str) -> list[str]:
-    """Source of every code cell of the notebook JSON ``data`` (from the file ``name``), or ``NotebookError``."""
+def notebook_json(data: bytes, name: str) -> dict:
+    """The notebook JSON ``data`` (from the file ``name``) parsed, within the size limits, or ``NotebookError``."""
     check_size(data, name)
     try:
         nb = json.loads(data.decode("utf-8"))
@@ -154,6 +154,12 @@ def cells_of(data: bytes, name: str) -> list[str]:
         ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{name} has no 'cells' list: it is not a Jupyter notebook")
+    return nb
+
+
+def cells_of(data: bytes, name: str) -> list[str]:
+    """Source of every code cell of the notebook JSON ``data`` (from the file ``name``), or ``NotebookError``."""
+    nb = notebook_json(data, name)
     cells = []
     for cell in nb["cells"]:
         if isinstance(cell, dict) and cell.get("cell_type") == "code":

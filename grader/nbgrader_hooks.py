@@ -87,6 +87,7 @@ class IsolatedGrade(NbGraderPreprocessor):
         from grader.registry import get
         from grader.results import CheckResult
         from grader.runner import NotebookGrade, SandboxRequired, grade_notebook
+        from grader.scan import Flag
 
         use_repo_compile_cache()
         name = f"{resources['nbgrader']['notebook']}.ipynb"
@@ -118,7 +119,7 @@ class IsolatedGrade(NbGraderPreprocessor):
                 self.log.error("%s: the grader failed on this notebook: %r", name, exc)
                 message = f"the grader could not grade this notebook ({exc!r}); flagged for an instructor"
                 grade = NotebookGrade(str(path), exercise, [CheckResult.failed(get(c), message) for c in ids])
-                grade.flags.append({"cell": 0, "line": 0, "kind": "protocol", "message": message})
+                grade.flags.append(Flag(0, 0, "protocol", message).as_dict())
         results = {r.id: r for r in grade.results}
         for cell in nb.cells:
             cid = check_id(cell)

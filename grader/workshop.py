@@ -23,9 +23,10 @@ from rich.table import Table
 from coursekit.profile import get_profile
 from grader.context import Context
 from grader.interface import NOTEBOOKS, exercise_for, unknown_notebook
-from grader.loader import NotebookError, check_size, submission_bytes
+from grader.loader import NotebookError, notebook_json, submission_bytes
 from grader.registry import checks_for
 from grader.report import build_report, print_table
+from grader.restore import nbgrader_metadata
 from grader.runner import grade_notebook
 
 STATE = Path("reports") / "workshop.json"
@@ -52,14 +53,10 @@ def resolve(exercise: str, folder: Path) -> tuple[str, Path]:
 def tasks(notebook: Path) -> tuple[int, int]:
     """(written, total) solution cells: written ones no longer raise ``NotImplementedError``."""
     try:
-        data = submission_bytes(notebook)
-        check_size(data, notebook.name)
-        nb = json.loads(data.decode("utf-8"))
-    except (NotebookError, ValueError, RecursionError):  # the grading that follows says what is wrong with it
+        nb = notebook_json(submission_bytes(notebook), notebook.name)
+    except NotebookError:  # the grading that follows says what is wrong with it
         return 0, 0
-    if not isinstance(nb, dict):
-        return 0, 0
-    cells = [c for c in nb.get("cells", []) if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    cells = [c for c in nb["cells"] if isinstance(c, dict) and nbgrader_metadata(c).get("solution")]
     source = ["".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells]
     return sum("raise NotImplementedError()" not in s for s in source), len(cells)
 
