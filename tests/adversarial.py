@@ -14,7 +14,8 @@ starts between requests, one that first stops its own worker, a worker that dies
 worker driven step by step, and are in ``tests/test_task_limit.py``; a freeze undone from outside is in
 ``tests/test_freeze.py`` and ``tests/test_cgroups.py``; what is handed in instead of a notebook (a link to a
 solution, a pipe, a folder, a notebook that takes gigabytes to parse) is in ``tests/test_submitted_files.py`` and
-``tests/test_loader.py``; a socket that reaches another process is in ``tests/test_sandbox.py``.
+``tests/test_loader.py``, with the cells IPython cannot rewrite in time; locked cells copied or notes forged are in
+``tests/test_restore.py``; a socket that reaches another process is in ``tests/test_sandbox.py``.
 """
 
 from __future__ import annotations
