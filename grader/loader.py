@@ -136,6 +136,13 @@ def check_size(data: bytes, name: str) -> None:
         )
 
 
+def nbgrader_metadata(cell) -> dict:
+    """The cell's nbgrader metadata; ``{}`` where it is missing or not a mapping (nbformat allows any value)."""
+    meta = cell.get("metadata")
+    found = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
 def notebook_json(data: bytes, name: str) -> dict:
     """The notebook JSON ``data`` (from the file ``name``) parsed, within the size limits, or ``NotebookError``."""
     check_size(data, name)

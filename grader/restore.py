@@ -12,15 +12,10 @@ from __future__ import annotations
 import copy
 import uuid
 
+from grader.loader import nbgrader_metadata
+
 NOTES_CELL_ID = "grader-notes"
 NOTES_TITLE = "**Notes from the grader**"
-
-
-def nbgrader_metadata(cell) -> dict:
-    """The cell's nbgrader metadata; ``{}`` where it is missing or not a mapping (nbformat allows any value)."""
-    meta = cell.get("metadata")
-    found = meta.get("nbgrader") if isinstance(meta, dict) else None
-    return found if isinstance(found, dict) else {}
 
 
 def grade_id(cell) -> str | None:

@@ -23,10 +23,9 @@ from rich.table import Table
 from coursekit.profile import get_profile
 from grader.context import Context
 from grader.interface import NOTEBOOKS, exercise_for, unknown_notebook
-from grader.loader import NotebookError, notebook_json, submission_bytes
+from grader.loader import NotebookError, nbgrader_metadata, notebook_json, submission_bytes
 from grader.registry import checks_for
 from grader.report import build_report, print_table
-from grader.restore import nbgrader_metadata
 from grader.runner import grade_notebook
 
 STATE = Path("reports") / "workshop.json"

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
 
-from tools.classroom import forbidden_definitions, kit_files  # noqa: E402
+from tools.classroom import _closed_imports, forbidden_definitions, kit_files  # noqa: E402
 
 
 def test_no_shipped_module_defines_an_interface_name_or_a_reference_function(tmp_path: Path) -> None:
@@ -25,6 +25,7 @@ def test_no_shipped_module_defines_an_interface_name_or_a_reference_function(tmp
     assert any(rel.startswith("grader/exercises/") for rel in files), "the kit ships the public checks"
     problems, _ = forbidden_definitions(tmp_path)
     assert problems == [], problems
+    assert _closed_imports(tmp_path) == [], "a shipped module imports one that does not ship: the kit would break"
 
 
 def test_the_scan_refuses_a_shipped_module_that_defines_an_interface_name(tmp_path: Path) -> None:
@@ -49,8 +50,6 @@ def test_the_kit_readme_promises_timed_checks_only_where_the_kit_holds_some(monk
 def test_the_scan_lets_an_instructor_module_be_imported_only_inside_a_function(tmp_path: Path) -> None:
     """A shipped module may import grader.speed where only the instructor's path runs it (inside a function);
     imported at module level, the kit would fail at its first import, and the scan stops the release."""
-    from tools.classroom import _closed_imports
-
     (tmp_path / "grader").mkdir()
     (tmp_path / "grader" / "report.py").write_text("def late():\n    from grader.speed import compare\n")
     assert _closed_imports(tmp_path) == []
