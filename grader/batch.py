@@ -17,7 +17,9 @@ Engines:
 
 * ``local`` (default): a pool of worker slots on this machine.  On CUDA there is one slot per GPU,
   each pinned to its GPU with ``CUDA_VISIBLE_DEVICES``, so a submission has a GPU to itself while it
-  is timed; on CPU a small pool (``--workers``, default half the cores, at most 4).
+  is timed; on CPU a small pool (``--workers``, default half the cores, at most 4).  A slot whose process dies
+  breaks the pool; the submissions it took with it are graded again, one at a time in a fresh pool, so only the
+  one that kills its slot twice scores a zero for it.
 * ``ray``: the same jobs as Ray tasks, for a class that outgrows one machine: on the cluster at
   ``--ray-address`` (or ``RAY_ADDRESS``), else on a local Ray instance.  A task asks Ray for one GPU on
   CUDA (Ray then sets ``CUDA_VISIBLE_DEVICES`` for it) or one CPU.  Notebooks travel to the tasks as
@@ -36,7 +38,9 @@ import socket
 import sys
 import tempfile
 import time
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -309,36 +313,93 @@ def _pin_slot(devices) -> None:
         os.sched_setaffinity(0, cores)
 
 
-def _submit(jobs: list[Job], submit, on_done) -> dict:
-    """``{future: job}`` for every job ``submit`` took; a job whose notebook could not be read any more (it changed
-    since it was found) is done at once, as a zero that says why."""
-    pending = {}
-    for job in jobs:
+# submissions read into memory and queued per worker; the rest wait on disk until a worker is nearly free
+QUEUED_PER_WORKER = 2
+
+
+class _SlotDied(Exception):
+    """A grading slot's process ended while this job was on it (the pool is broken; not the learner's result)."""
+
+
+def _drain(waiting: deque[Job], submit, wait_any, on_done, window: int) -> list[Job]:
+    """Grade ``waiting`` with at most ``window`` jobs in flight; return the jobs lost because a slot died.
+
+    ``submit(job)`` starts a job and returns its handle; ``wait_any(handles)`` returns ``[(handle, outcome)]`` for
+    some that finished, where an outcome is a report, an exception, or ``_SlotDied``. A job whose notebook could
+    not be read any more (it changed since it was found) is done at once, as a zero that says why."""
+    pending: dict = {}
+    lost: list[Job] = []
+    while waiting or pending:
+        while waiting and len(pending) < window and not lost:
+            job = waiting.popleft()
+            try:
+                pending[submit(job)] = job
+            except NotebookError as exc:
+                on_done(job, exc)
+            except _SlotDied:
+                lost.append(job)
+        if not pending:
+            break
+        for handle, outcome in wait_any(list(pending)):
+            job = pending.pop(handle)
+            if isinstance(outcome, _SlotDied):
+                lost.append(job)
+            else:
+                on_done(job, outcome)
+    return lost
+
+
+def _local_outcomes(futures) -> list:
+    done, _ = wait(futures, return_when=FIRST_COMPLETED)
+    out = []
+    for future in done:
         try:
-            pending[submit(job)] = job
-        except NotebookError as exc:
-            on_done(job, exc)
-    return pending
+            out.append((future, future.result()))
+        except BrokenProcessPool:
+            out.append((future, _SlotDied()))
+        except Exception as exc:  # noqa: BLE001 - a broken grading must not lose the other results
+            out.append((future, exc))
+    return out
 
 
-def run_local(jobs: list[Job], make_args, workers: int, gpus: list[str], on_done) -> None:
+def run_local(jobs: list[Job], make_args, workers: int, gpus: list[str], on_done, fn=grade_job) -> None:
+    """Grade ``jobs`` with ``fn`` in a pool of ``workers`` slots, each pinned to its GPU (if any) and cores.
+
+    A slot that dies (the judge crashed or was killed: learner code runs in sandboxed processes of its own) breaks
+    the pool. The jobs it took with it are then graded again, one at a time in a fresh pool, so the one that kills
+    its slot again scores a zero that says so and every other submission is still graded."""
     ctx = mp.get_context("spawn")
-    devices = ctx.Queue()
-    for i, cores in enumerate(slot_cores(workers)):
-        devices.put((gpus[i] if gpus else None, cores))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pin_slot, initargs=(devices,)) as pool:
-        pending = _submit(jobs, lambda job: pool.submit(grade_job, *make_args(job)), on_done)
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                job = pending.pop(future)
-                try:
-                    on_done(job, future.result())
-                except Exception as exc:  # noqa: BLE001 - a broken slot must not lose the other results
-                    on_done(job, exc)
+    waiting, suspects = deque(jobs), deque()
+
+    def submit_to(pool):
+        def submit(job: Job):
+            try:
+                return pool.submit(fn, *make_args(job))
+            except BrokenProcessPool as exc:
+                raise _SlotDied from exc
+
+        return submit
+
+    while waiting or suspects:
+        devices = ctx.Queue()
+        for i, cores in enumerate(slot_cores(workers)):
+            devices.put((gpus[i] if gpus else None, cores))
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_pin_slot, initargs=(devices,)
+        ) as pool:
+            if suspects:  # alone in this pool: if it dies again, it was the one
+                job = suspects.popleft()
+                if _drain(deque([job]), submit_to(pool), _local_outcomes, on_done, 1):
+                    on_done(job, _SlotDied("its grading process died twice while grading it"))
+                continue
+            lost = _drain(waiting, submit_to(pool), _local_outcomes, on_done, QUEUED_PER_WORKER * workers)
+        if lost:
+            print(f"a grading slot died; grading the {len(lost)} submission(s) it took with it again", file=sys.stderr)
+        suspects.extend(lost)
 
 
 def run_ray(jobs: list[Job], make_args, workers: int, cuda: bool, address: str | None, on_done) -> None:
+    """Grade ``jobs`` as Ray tasks; Ray runs a task again once if its worker process dies."""
     import ray
 
     address = address or os.environ.get("RAY_ADDRESS")
@@ -347,16 +408,20 @@ def run_ray(jobs: list[Job], make_args, workers: int, cuda: bool, address: str |
     )
     ray.init(include_dashboard=False, log_to_driver=False, **options)
     try:
-        task = ray.remote(num_cpus=1, num_gpus=1 if cuda else 0, max_retries=0)(grade_job)
-        pending = _submit(jobs, lambda job: task.remote(*make_args(job)), on_done)
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+        task = ray.remote(num_cpus=1, num_gpus=1 if cuda else 0, max_retries=1)(grade_job)
+
+        def outcomes(refs) -> list:
+            done, _ = ray.wait(refs, num_returns=1)
+            out = []
             for ref in done:
-                job = pending.pop(ref)
                 try:
-                    on_done(job, ray.get(ref))
-                except Exception as exc:  # noqa: BLE001
-                    on_done(job, exc)
+                    out.append((ref, ray.get(ref)))
+                except Exception as exc:  # noqa: BLE001 - a broken grading must not lose the other results
+                    out.append((ref, exc))
+            return out
+
+        window = QUEUED_PER_WORKER * max(workers, int(ray.cluster_resources().get("GPU" if cuda else "CPU", 1)))
+        _drain(deque(jobs), lambda job: task.remote(*make_args(job)), outcomes, on_done, window)
     finally:
         ray.shutdown()
 
