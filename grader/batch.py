@@ -344,8 +344,11 @@ def _drain(waiting: deque[Job], submit, wait_any, on_done, window: int) -> list[
             job = pending.pop(handle)
             if isinstance(outcome, _SlotDied):
                 lost.append(job)
-            else:
+                continue
+            try:
                 on_done(job, outcome)
+            except Exception as exc:  # noqa: BLE001 - a report that could not be taken in is a zero that says why
+                on_done(job, exc)
     return lost
 
 
