@@ -96,3 +96,47 @@ def test_an_assignment_nbgrader_fails_on_does_not_stop_the_others(
     with pytest.raises(SystemExit, match=r"(?s)nbgrader reported errors.*ex00: `nbgrader autograde ex00` failed"):
         classroom.autograde(tmp_path, ["ex00", "ex05"], jobs=jobs, force=False)
     assert "ex05" in graded, "the assignment after the one that failed was never graded"
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_notebook_nbgrader_must_not_open_is_left_out_and_the_class_is_graded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], jobs: int
+) -> None:
+    """nbgrader reads every submitted notebook whole before the grader sees it: 94 MiB of ``[],`` took a process to
+    5.6 GB (red team, session 30), and nbgrader's exchange copies whatever was handed in. Such a notebook, or a
+    link, is not handed to nbgrader; the instructor is told why, and the rest of the class is graded."""
+    from grader import loader
+
+    name = "00_orientation.ipynb"
+    for student in ("alice", "bob", "links", "mallory"):
+        (tmp_path / "submitted" / student / "ex00").mkdir(parents=True)
+    for student in ("alice", "bob"):
+        (tmp_path / "submitted" / student / "ex00" / name).write_text('{"cells": []}')
+    (tmp_path / "submitted" / "mallory" / "ex00" / name).write_text("[" + "[]," * 50 + "[]]")
+    (tmp_path / "submitted" / "links" / "ex00" / name).symlink_to(tmp_path / "submitted" / "alice" / "ex00" / name)
+    monkeypatch.setattr(loader, "MAX_JSON_VALUES", 20)
+    selected: list[list[str]] = []
+
+    def fake_nbgrader(course: Path, *args: str, **_: object) -> None:
+        selected.append(list(args[2:]))
+
+    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
+    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
+    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: (jobs, []))
+    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
+    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    excluded = "--CourseDirectory.student_id_exclude="
+    graded = set()
+    for options in selected:
+        (option,) = options
+        graded |= (
+            {option.removeprefix("--student=")}
+            if option.startswith("--student=")
+            else ({"alice", "bob", "links", "mallory"} - set(option.removeprefix(excluded).split(",")))
+        )
+    assert graded == {"alice", "bob"}, selected
+    err = capsys.readouterr().err
+    assert "not autograded" in err and "mallory: " in err and "JSON values" in err, err
+    assert "links: " in err and "symbolic link" in err, err

@@ -614,20 +614,25 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
     for slot in share_slots(jobs, gpus):  # one for each of the pool's threads: no two processes share a GPU
         slots.put(slot)
     failed: list[str] = []
+    refused: list[str] = []
     for assignment in which or assignments(course):
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
-        if not students:
+        unreadable = unreadable_submissions(course, assignment, students)
+        refused += [f"{assignment}  {student}: {why}" for student, why in unreadable.items()]
+        gradable = [s for s in students if s not in unreadable]
+        if not gradable:
             continue
         extra = ["--force"] if force else []
-        print(f"autograding {assignment}: {len(students)} submission(s), {jobs} at a time{where}", flush=True)
+        print(f"autograding {assignment}: {len(gradable)} submission(s), {jobs} at a time{where}", flush=True)
         if jobs <= 1:
-            try:
-                nbgrader(course, "autograde", assignment, *extra, env=env)
-            except SystemExit as exc:  # one submission nbgrader could not process: the other assignments still grade
-                failed.append(f"{assignment}: {exc}")
+            for share in shares(gradable, 1):  # the whole class in one process, unless an id holds a comma
+                try:
+                    nbgrader(course, "autograde", assignment, *extra, *share_options(share, students), env=env)
+                except SystemExit as exc:  # a submission nbgrader could not process: the others still grade
+                    failed.append(f"{assignment}: {exc}")
             continue
 
-        selections = [share_options(share, students) for share in shares(students, jobs)]
+        selections = [share_options(share, students) for share in shares(gradable, jobs)]
 
         def grade_share(selection: list[str], assignment: str = assignment, extra: list[str] = extra) -> None:
             slot = slots.get()
@@ -646,11 +651,42 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
                     failed.append(f"{assignment}: {exc}")
     graded = which or assignments(course)
     print("\n".join(["points in the gradebook:", *autograde_summary(course, graded)]), flush=True)
+    if refused:
+        print(
+            "\n".join(
+                ["not autograded (no notebook nbgrader may read; they score zero until handed in again):", *refused]
+            )
+            + "\n",
+            file=sys.stderr,
+            flush=True,
+        )
     if failed:
         raise SystemExit(
             "autograde: nbgrader reported errors (nbgrader's log above names each student; the others were graded, "
             "and `make autograde` again retries what is missing):\n  " + "\n  ".join(failed)
         )
+
+
+def unreadable_submissions(course: Path, assignment: str, students: list[str]) -> dict[str, str]:
+    """``{student: why}`` for submissions nbgrader must not open: a notebook in ``submitted/<student>/<assignment>/``
+    that is no regular file, is over the size limit or holds too many JSON values to parse (nbgrader reads every
+    notebook whole before the grader sees it), or a student or assignment folder that is a symbolic link. ``make
+    collect`` checks what it copies; nbgrader's own exchange copies whatever was handed in."""
+    from grader.loader import NotebookError, check_size, submission_bytes
+
+    out = {}
+    for student in students:
+        folder = course / "submitted" / student / assignment
+        if folder.parent.is_symlink() or folder.is_symlink():
+            out[student] = f"{folder.relative_to(course)} is a symbolic link, not a submission"
+            continue
+        for notebook in sorted(folder.glob("*.ipynb")):
+            try:
+                check_size(submission_bytes(notebook), notebook.name)
+            except NotebookError as exc:
+                out[student] = str(exc)
+                break
+    return out
 
 
 def gpu_jobs(jobs: int, gpus: list[str] | None = None) -> tuple[int, list[str]]:
