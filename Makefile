@@ -14,7 +14,7 @@ EX ?= 01
 RUNS ?= 3
 FRACTION ?= 0.25
 BATCH ?= $(COURSE)/submitted
-BATCH_OUT ?= reports/batch
+BATCH_OUT ?= $(COURSE)/batch
 ENGINE ?= local
 TEST_JOBS ?= 2
 # xdist hands tests out one at a time, in the order tests/conftest.py sorts them (costliest first); by default it
@@ -140,7 +140,7 @@ warm-cache:  ## pre-compile lessons + grader graphs, pack them in .cache/warm/, 
 check:  ## workshop mode: check exercise EX=01 quickly (FULL=1 adds speed) + a progress table
 	$(BIN)/python -m grader check $(EX) $(if $(FULL),--full)
 
-batch:  ## grade every submission in BATCH=dir (default $(COURSE)/submitted) into BATCH_OUT, resumably
+batch:  ## grade every submission in BATCH=dir (default $(COURSE)/submitted) into BATCH_OUT (default $(COURSE)/batch), resumably
 	$(BIN)/python -m grader batch $(BATCH) --out $(BATCH_OUT) --engine $(ENGINE) $(if $(WORKERS),--workers $(WORKERS)) $(if $(FORCE),--force) $(if $(UNSANDBOXED),--unsandboxed)
 
 gpu-check:  ## the course on a CUDA GPU in resumable steps, results in bench/results/gpu-check-*/ (STEPS='lesson-*', BUDGET=s, REDO=..., PACK=x.tgz)

@@ -140,3 +140,52 @@ def test_a_notebook_nbgrader_must_not_open_is_left_out_and_the_class_is_graded(
     err = capsys.readouterr().err
     assert "not autograded" in err and "mallory: " in err and "JSON values" in err, err
     assert "links: " in err and "symbolic link" in err, err
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_notebook_handed_in_again_after_grading_is_graded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], jobs: int
+) -> None:
+    """nbgrader skips a submission it graded before, so a learner who handed in again kept the old grade unless the
+    instructor remembered FORCE=1 (instructor walkthrough, session 31). Autograde now remembers what it graded."""
+    everyone = ["alice", "bob", "carol"]
+    name = "00_orientation.ipynb"
+    for student in everyone:
+        (tmp_path / "submitted" / student / "ex00").mkdir(parents=True)
+        (tmp_path / "submitted" / student / "ex00" / name).write_text(f'{{"cells": [], "by": "{student}"}}')
+    graded: list[str] = []
+
+    def fake_nbgrader(course: Path, *args: str, **_: object) -> None:
+        """nbgrader's rule: a selected student is graded if never graded before, or with --force."""
+        options = [a for a in args[2:] if a != "--force"]
+        chosen = set(everyone)
+        for option in options:
+            if option.startswith("--student="):
+                chosen = {option.removeprefix("--student=")}
+            else:
+                chosen -= set(option.split("=", 1)[1].split(","))
+        for student in sorted(chosen):
+            done = course / "autograded" / student / "ex00"
+            if "--force" in args or not done.is_dir():
+                done.mkdir(parents=True, exist_ok=True)
+                graded.append(student)
+
+    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
+    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
+    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: (jobs, []))
+    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
+    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    assert sorted(graded) == everyone
+    graded.clear()
+    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    assert graded == [], "nothing was handed in again, so nothing is graded again"
+    (tmp_path / "submitted" / "bob" / "ex00" / name).write_text('{"cells": [], "by": "bob, fixed"}')
+    capsys.readouterr()
+    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    assert graded == ["bob"], graded
+    assert "handed in again since graded, so graded again: bob" in capsys.readouterr().out
+    graded.clear()
+    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=True)
+    assert sorted(graded) == everyone, "FORCE=1 still regrades the whole class"

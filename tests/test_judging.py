@@ -42,3 +42,31 @@ def test_a_speed_checks_linear_gate_fails_without_a_measurement() -> None:
         expect_linears(1, (model,), "the graphs", "Compile it.", gate=True)
     assert not isinstance(gated.value, Shortfall) and "1 of the model's 2 linear layers" in str(gated.value)
     expect_linears(2, (model,), "the graphs", "Compile it.", gate=True)  # enough: no error
+
+
+@pytest.mark.parametrize("model_right", [True, False])
+def test_a_wrong_custom_op_is_named_as_the_culprit_where_the_model_around_it_is_right(model_right: bool) -> None:
+    """Exercise 2 (instructor walkthrough, session 31): a calibrate with its table's x and y swapped failed
+    FixedScorer's outputs with a hint about FixedScorer's own fixes. Where the outputs match with the grader's
+    correct calibrate in its place, the message says calibrate is what to fix; where they do not, it does not."""
+    from types import SimpleNamespace
+
+    from grader.exercises.ex02.public import CALIBRATE_HINT, broken, expect_cases, public_cases
+    from grader.protocol import Answer
+
+    asked = []
+
+    def ask(probe: str, args: dict, tensors: dict) -> Answer:
+        asked.append(bool(args.get("twin")))
+        model = broken()
+        with torch.no_grad():
+            outs = {f"out{i}": model(tensors[f"x{i}"]) for i in range(args["batches"])}
+        wrong = not (args.get("twin") and model_right)
+        return Answer(probe, {}, {k: v + 1.0 if wrong else v for k, v in outs.items()})
+
+    learner = SimpleNamespace(ask=ask)
+    cases = public_cases(SimpleNamespace(profile=SimpleNamespace(batch_size=8)))
+    with pytest.raises(AssertionError) as failed:
+        expect_cases(learner, cases, grads=False)
+    assert asked == [False, True], "the grader asks again, with its own calibrate, only after a mismatch"
+    assert (CALIBRATE_HINT in str(failed.value)) == model_right, str(failed.value)

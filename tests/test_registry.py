@@ -31,6 +31,9 @@ def test_every_check_has_one_autograde_cell_with_its_points_and_visibility(exerc
         assert meta["points"] == checks[cid].points, (
             f"{cid}: cell says {meta['points']} points, registry {checks[cid].points}"
         )
+        points = checks[cid].points
+        said = f"`{cid}` ({points:g} point{'' if points == 1 else 's'})"
+        assert said in cell.source, f"{cid}: its cell's comment should say {said}"
         hidden = "### BEGIN HIDDEN TESTS" in cell.source
         assert hidden != checks[cid].public, f"{cid}: public={checks[cid].public} but hidden markers={hidden}"
         seen[cid] = cell

@@ -28,6 +28,7 @@ import argparse
 import ast
 import contextlib
 import csv
+import hashlib
 import html
 import inspect
 import json
@@ -180,11 +181,14 @@ EX ?= 01
 export PATH := $(abspath $(BIN)):$(PATH)
 export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 
-.PHONY: setup lab check grade load-cache
+.PHONY: help setup lab check grade load-cache
 
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu: torch and torchvision from PyTorch's CPU-only index first
 TORCH_INDEX ?=
 TORCH_PINS = $(shell grep -E '^(torch|torchvision)==' requirements.txt)
+
+help:  ## list the targets (plain `make` does this; `make setup` installs, about 5 GB)
+\t@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 setup:  ## create .venv with the pinned dependencies and this kit (TORCH_INDEX=... for a CPU-only torch)
 \t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -490,7 +494,9 @@ def forbidden_definitions(stage: Path) -> tuple[list[str], list[str]]:
             if name in references:
                 found.append(f"{where} defines {name}, a reference function of the grader")
             elif name in interface and name in allowed:
-                warnings.append(f"{where} defines {name} ({interface[name]}'s interface): {allowed[name]}")
+                warnings.append(
+                    f"note: {where} defines {name} ({interface[name]}'s interface), as meant: {allowed[name]}"
+                )
             elif name in interface:
                 found.append(f"{where} defines {name}, a name {interface[name]}'s learners must write")
     return problems, warnings
@@ -548,8 +554,8 @@ def release(course: Path, caches: list[Path]) -> Path:
         released.append(generate_assignment(course, solution, url, KIT_HEADER))
         print(f"released {released[-1].relative_to(course)}")
     stage, archive, warnings = build_kit(course, released, caches)
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    for warning in warnings:  # a note needs nothing done
+        print(warning if warning.startswith("note: ") else f"warning: {warning}", file=sys.stderr)
     size = archive.stat().st_size / 1024**2
     print(f"wrote {archive} ({size:.1f} MiB; unpacked in {stage}); checked: no solution code, no hidden checks")
     return archive
@@ -615,26 +621,19 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         slots.put(slot)
     failed: list[str] = []
     refused: list[str] = []
-    for assignment in which or assignments(course):
-        students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
-        unreadable = unreadable_submissions(course, assignment, students)
-        refused += [f"{assignment}  {student}: {why}" for student, why in unreadable.items()]
-        gradable = [s for s in students if s not in unreadable]
-        if not gradable:
-            continue
-        extra = ["--force"] if force else []
-        print(f"autograding {assignment}: {len(gradable)} submission(s), {jobs} at a time{where}", flush=True)
+    ledger = GradedLedger(course)
+
+    def run(assignment: str, group: list[str], students: list[str], extra: list[str]) -> None:
+        """nbgrader autograde for ``group`` of the submitted ``students``, in ``jobs`` processes at most."""
         if jobs <= 1:
-            for share in shares(gradable, 1):  # the whole class in one process, unless an id holds a comma
+            for share in shares(group, 1):  # the whole group in one process, unless an id holds a comma
                 try:
                     nbgrader(course, "autograde", assignment, *extra, *share_options(share, students), env=env)
                 except SystemExit as exc:  # a submission nbgrader could not process: the others still grade
                     failed.append(f"{assignment}: {exc}")
-            continue
+            return
 
-        selections = [share_options(share, students) for share in shares(gradable, jobs)]
-
-        def grade_share(selection: list[str], assignment: str = assignment, extra: list[str] = extra) -> None:
+        def grade_share(selection: list[str]) -> None:
             slot = slots.get()
             try:
                 nbgrader(course, "autograde", assignment, *extra, *selection, env={**env, **slot})
@@ -644,11 +643,36 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         with _gradebook(course):  # the course's row, made once: parallel nbgrader processes would race to insert it
             pass
         with ThreadPoolExecutor(jobs) as pool:
+            selections = [share_options(share, students) for share in shares(group, jobs)]
             for outcome in [pool.submit(grade_share, selection) for selection in selections]:
                 try:
                     outcome.result()
                 except SystemExit as exc:
                     failed.append(f"{assignment}: {exc}")
+
+    for assignment in which or assignments(course):
+        students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
+        digests, unreadable = read_submissions(course, assignment, students)
+        refused += [f"{assignment}  {student}: {why}" for student, why in unreadable.items()]
+        gradable = [s for s in students if s not in unreadable]
+        if not gradable:
+            continue
+        print(f"autograding {assignment}: {len(gradable)} submission(s), {jobs} at a time{where}", flush=True)
+        graded_before = {s for s in gradable if (course / "autograded" / s / assignment).is_dir()}
+        # handed in again since it was graded (nbgrader would skip it as graded): regraded, whatever FORCE says
+        again = [s for s in gradable if ledger.get(assignment, s) not in (None, digests[s])]
+        if again and not force:
+            print(f"  handed in again since graded, so graded again: {', '.join(again)}", flush=True)
+        forced = gradable if force else again
+        for group, extra in ((forced, ["--force"]), ([s for s in gradable if s not in forced], [])):
+            if group:
+                run(assignment, group, students, extra)
+        for student in gradable:
+            if (course / "autograded" / student / assignment).is_dir() and (
+                student in forced or student not in graded_before
+            ):
+                ledger.set(assignment, student, digests[student])
+        ledger.save()
     graded = which or assignments(course)
     print("\n".join(["points in the gradebook:", *autograde_summary(course, graded)]), flush=True)
     if refused:
@@ -667,26 +691,59 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         )
 
 
-def unreadable_submissions(course: Path, assignment: str, students: list[str]) -> dict[str, str]:
-    """``{student: why}`` for submissions nbgrader must not open: a notebook in ``submitted/<student>/<assignment>/``
-    that is no regular file, is over the size limit or holds too many JSON values to parse (nbgrader reads every
-    notebook whole before the grader sees it), or a student or assignment folder that is a symbolic link. ``make
-    collect`` checks what it copies; nbgrader's own exchange copies whatever was handed in."""
+def read_submissions(course: Path, assignment: str, students: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``({student: sha256 of the submission's notebooks}, {student: why})``, the second for submissions nbgrader
+    must not open: a notebook in ``submitted/<student>/<assignment>/`` that is no regular file, is over the size
+    limit or holds too many JSON values to parse (nbgrader reads every notebook whole before the grader sees it), or
+    a student or assignment folder that is a symbolic link. ``make collect`` checks what it copies; nbgrader's own
+    exchange copies whatever was handed in."""
     from grader.loader import NotebookError, check_size, submission_bytes
 
-    out = {}
+    digests, unreadable = {}, {}
     for student in students:
         folder = course / "submitted" / student / assignment
         if folder.parent.is_symlink() or folder.is_symlink():
-            out[student] = f"{folder.relative_to(course)} is a symbolic link, not a submission"
+            unreadable[student] = f"{folder.relative_to(course)} is a symbolic link, not a submission"
             continue
+        digest = hashlib.sha256()
         for notebook in sorted(folder.glob("*.ipynb")):
             try:
-                check_size(submission_bytes(notebook), notebook.name)
+                content = submission_bytes(notebook)
+                check_size(content, notebook.name)
             except NotebookError as exc:
-                out[student] = str(exc)
+                unreadable[student] = str(exc)
                 break
-    return out
+            digest.update(f"{notebook.name}\0{len(content)}\0".encode() + content)
+        else:
+            digests[student] = digest.hexdigest()
+    return digests, unreadable
+
+
+class GradedLedger:
+    """What each submission held when it was autograded (``.tcip-autograded.json`` in the course folder), so a
+    notebook handed in again after grading is graded again: nbgrader itself skips any submission it graded before."""
+
+    def __init__(self, course: Path) -> None:
+        self.path = course / ".tcip-autograded.json"
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        self.data: dict[str, dict[str, str]] = data if isinstance(data, dict) else {}
+
+    def get(self, assignment: str, student: str) -> str | None:
+        found = self.data.get(assignment, {})
+        return found.get(student) if isinstance(found, dict) else None
+
+    def set(self, assignment: str, student: str, digest: str) -> None:
+        if not isinstance(self.data.get(assignment), dict):
+            self.data[assignment] = {}
+        self.data[assignment][student] = digest
+
+    def save(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
 
 
 def gpu_jobs(jobs: int, gpus: list[str] | None = None) -> tuple[int, list[str]]:

@@ -132,7 +132,11 @@ def scorer_speed(learner, ctx) -> Measured:
     def verify(out: torch.Tensor, args: tuple) -> None:
         with torch.no_grad():
             assert_close(
-                out, reference(args[0].to(ctx.device)), torch.float32, "FixedScorer output during timing", RESULT_HINT
+                out,
+                reference(args[0].to(ctx.device)),
+                torch.float32,
+                "FixedScorer output during timing",
+                f"{RESULT_HINT} Every output goes through calibrate: if ex02.calibrate.opcheck fails, fix that first.",
             )
 
     result, required = compare_checked(
