@@ -59,3 +59,29 @@ def stderr_to_stdout() -> Iterator[None]:
     if captured.strip():
         print("(warnings during the check, shown here so they cannot zero it:)")
         print(captured.rstrip())
+
+
+# what the judge's own compiles log that is about the grader's code, never the learner's
+JUDGE_COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.utils.cpp_extension")
+
+
+@contextlib.contextmanager
+def judge_compiles_quiet() -> Iterator[None]:
+    """Only errors from Dynamo and Inductor while a check runs in the judge.
+
+    The judge compiles its own baselines, such as exercise 2's given model with its graph break left in on purpose.
+    Their warnings ("Graph break from `Tensor.item()`" in a lesson's ``givens.py``) went to the grading log beside a
+    learner's name and read as the learner's fault. Learner code runs in the worker, whose logs this leaves alone;
+    with ``TORCH_LOGS`` set, nothing is changed."""
+    if os.environ.get("TORCH_LOGS"):
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in JUDGE_COMPILE_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)

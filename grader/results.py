@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 from grader.learner import Unsettled, WorkerLost
 from grader.protocol import ProtocolError
+from grader.quiet import judge_compiles_quiet
 from grader.registry import Check, Measured, Shortfall
 
 
@@ -45,7 +46,8 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
     replace_worker = False
     learner.needs = check.needs  # its probes may read these names only (grader.probing.Call.get)
     try:
-        outcome = check.fn(learner, ctx)
+        with judge_compiles_quiet():
+            outcome = check.fn(learner, ctx)
     except ProtocolError:
         raise
     except Shortfall as exc:
