@@ -125,8 +125,8 @@ autograde:  ## grade submissions into nbgrader's gradebook with the isolated gra
 feedback:  ## per-student HTML feedback in $(COURSE)/feedback/
 	$(BIN)/python -m tools.classroom --course $(COURSE) feedback
 
-export:  ## grades to $(COURSE)/grades.csv and $(COURSE)/grades_by_check.csv
-	$(BIN)/python -m tools.classroom --course $(COURSE) export
+export:  ## grades to $(COURSE)/grades.csv and $(COURSE)/grades_by_check.csv (ASSIGNMENT='ex00 ex02': only those)
+	$(BIN)/python -m tools.classroom --course $(COURSE) export $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
 
 calibrate:  ## thresholds for this machine from the reference solutions (RUNS=3, FRACTION=0.25)
 	$(BIN)/python -m grader calibrate --runs $(RUNS) --fraction $(FRACTION)

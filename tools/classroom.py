@@ -998,16 +998,20 @@ def feedback(course: Path) -> list[Path]:
     return written
 
 
-def export(course: Path) -> tuple[Path, Path]:
-    """nbgrader's grade export (``grades.csv``) and one row per student and check (``grades_by_check.csv``)."""
+def export(course: Path, which: list[str] | None = None) -> tuple[Path, Path]:
+    """nbgrader's grade export (``grades.csv``) and one row per student and check (``grades_by_check.csv``); with
+    ``which``, only those assignments (nbgrader lists every released one, 0 where nothing was handed in)."""
     grades = course / "grades.csv"
     nbgrader(course, "export", f"--CsvExportPlugin.to={grades}")
     with grades.open(newline="") as fh:  # its student ids are folder names a learner may have chosen
         table = list(csv.reader(fh))
+    if which and table and "assignment" in table[0]:
+        column = table[0].index("assignment")
+        table = table[:1] + [row for row in table[1:] if len(row) > column and row[column] in which]
     with grades.open("w", newline="") as fh:
         csv.writer(fh).writerows([spreadsheet.cell(c) for c in row] for row in table)
     by_check = course / "grades_by_check.csv"
-    rows = graded_scores(course)
+    rows = [r for r in graded_scores(course) if not which or r["assignment"] in which]
     fields = [
         "student",
         "assignment",
@@ -1054,7 +1058,8 @@ def main(argv: list[str] | None = None) -> int:
         "none (learner code then runs with your rights; every feedback page says so)",
     )
     sub.add_parser("feedback", help="per-student HTML feedback")
-    sub.add_parser("export", help="grades.csv and grades_by_check.csv")
+    exp = sub.add_parser("export", help="grades.csv and grades_by_check.csv")
+    exp.add_argument("--assignment", nargs="*", help="exNN ids (default: every released one)")
     args = parser.parse_args(argv)
     course = course_dir(args.course)
     if args.command == "release":
@@ -1067,7 +1072,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "feedback":
         feedback(course)
     elif args.command == "export":
-        export(course)
+        export(course, args.assignment)
     return 0
 
 
