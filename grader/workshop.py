@@ -134,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             "max_score": grade.max_score,
             "checks": len(grade.results),
             "passed": sum(r.passed for r in grade.results),
-            "full": args.full,
+            "full": not skipped,  # every check this copy of the grader holds ran: the score is not partial
             "notebook": str(notebook.resolve()) if notebook != args.folder / NOTEBOOKS[ex] else None,
-            "when": datetime.now(UTC).astimezone().strftime("%H:%M:%S"),
+            "when": datetime.now(UTC).astimezone().strftime("%Y-%m-%d %H:%M"),
         }
         _save_state(state)
     console.print(progress_table(args.folder, state))
