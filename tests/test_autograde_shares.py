@@ -189,3 +189,12 @@ def test_a_notebook_handed_in_again_after_grading_is_graded_again(
     graded.clear()
     classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=True)
     assert sorted(graded) == everyone, "FORCE=1 still regrades the whole class"
+    # a class graded before autograde kept a record: taken as graded as it is, and said so; resubmissions after that
+    # are caught
+    (tmp_path / ".tcip-autograded.json").unlink()
+    graded.clear()
+    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    assert graded == [] and "FORCE=1` once" in capsys.readouterr().out
+    (tmp_path / "submitted" / "carol" / "ex00" / name).write_text('{"cells": [], "by": "carol, fixed"}')
+    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    assert graded == ["carol"], graded

@@ -667,9 +667,16 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         for group, extra in ((forced, ["--force"]), ([s for s in gradable if s not in forced], [])):
             if group:
                 run(assignment, group, students, extra)
+        unknown = [s for s in graded_before if s not in forced and ledger.get(assignment, s) is None]
+        if unknown:  # graded before this course kept a record: taken as graded as they are now
+            print(
+                f"  graded before autograde kept a record of what it graded: {', '.join(sorted(unknown))}; if any "
+                "was handed in again since, `make autograde FORCE=1` once",
+                flush=True,
+            )
         for student in gradable:
             if (course / "autograded" / student / assignment).is_dir() and (
-                student in forced or student not in graded_before
+                student in forced or student not in graded_before or student in unknown
             ):
                 ledger.set(assignment, student, digests[student])
         ledger.save()
