@@ -16,6 +16,17 @@ import tools.classroom as classroom  # noqa: E402
 from tools.classroom import gpu_jobs, share_options, shares  # noqa: E402
 
 
+def _stand_in_for_nbgrader(monkeypatch: pytest.MonkeyPatch, fake_nbgrader, gpus: list[str] | None = None) -> None:
+    """``classroom.autograde`` with ``fake_nbgrader`` in nbgrader's place, a sandbox, ``gpus`` (none: a CPU), and no
+    gradebook."""
+    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
+    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
+    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: gpu_jobs(jobs, gpus) if gpus else (jobs, []))
+    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
+    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+
+
 def test_students_are_dealt_round_robin_and_each_share_is_selected_exactly() -> None:
     students = ["aaron", "alice", "bob", "carol", "dave"]
     dealt = shares(students, 2)
@@ -61,12 +72,7 @@ def test_no_two_nbgrader_processes_share_a_gpu(tmp_path: Path, monkeypatch: pyte
         with lock:
             del holders[gpu]
 
-    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
-    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
-    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
-    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: gpu_jobs(jobs, ["0", "1"]))
-    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
-    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    _stand_in_for_nbgrader(monkeypatch, fake_nbgrader, gpus=["0", "1"])
     classroom.autograde(tmp_path, ["ex01"], jobs=3, force=False)
     assert len(seen) == len(students) and set(seen) == {"0", "1"}
 
@@ -87,12 +93,7 @@ def test_an_assignment_nbgrader_fails_on_does_not_stop_the_others(
         if args[1] == "ex00":
             raise SystemExit("`nbgrader autograde ex00` failed (exit 1)")
 
-    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
-    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
-    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
-    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: (jobs, []))
-    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
-    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
     with pytest.raises(SystemExit, match=r"(?s)nbgrader reported errors.*ex00: `nbgrader autograde ex00` failed"):
         classroom.autograde(tmp_path, ["ex00", "ex05"], jobs=jobs, force=False)
     assert "ex05" in graded, "the assignment after the one that failed was never graded"
@@ -120,12 +121,7 @@ def test_a_notebook_nbgrader_must_not_open_is_left_out_and_the_class_is_graded(
     def fake_nbgrader(course: Path, *args: str, **_: object) -> None:
         selected.append(list(args[2:]))
 
-    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
-    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
-    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
-    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: (jobs, []))
-    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
-    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
     classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     excluded = "--CourseDirectory.student_id_exclude="
     graded = set()
@@ -170,12 +166,7 @@ def test_a_notebook_handed_in_again_after_grading_is_graded_again(
                 done.mkdir(parents=True, exist_ok=True)
                 graded.append(student)
 
-    report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
-    monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
-    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
-    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: (jobs, []))
-    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
-    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
     classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     assert sorted(graded) == everyone
     graded.clear()
