@@ -25,7 +25,8 @@ import nbformat
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.restore import add_notes_cell, nbgrader_metadata, read_notes, restore_locked_cells
+from grader.loader import nbgrader_metadata
+from grader.restore import add_notes_cell, read_notes, restore_locked_cells
 
 UNSANDBOXED_ENV = "GRADER_UNSANDBOXED"  # set by `tools/classroom.py autograde --unsandboxed`
 

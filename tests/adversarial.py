@@ -15,7 +15,11 @@ worker driven step by step, and are in ``tests/test_task_limit.py``; a freeze un
 ``tests/test_freeze.py`` and ``tests/test_cgroups.py``; what is handed in instead of a notebook (a link to a
 solution, a pipe, a folder, a notebook that takes gigabytes to parse) is in ``tests/test_submitted_files.py`` and
 ``tests/test_loader.py``, with the cells IPython cannot rewrite in time; locked cells copied or notes forged are in
-``tests/test_restore.py``; a socket that reaches another process is in ``tests/test_sandbox.py``.
+``tests/test_restore.py``; a socket that reaches another process is in ``tests/test_sandbox.py``; a submission
+whose grading process dies (it must cost only itself in a batch) is in ``tests/test_batch_slots.py``; a notebook
+nbgrader must not open, or one handed in again to keep or replace a grade, is in ``tests/test_autograde_shares.py``;
+a model that is right only with the grader's own copy of a learner's op (exercise 2's second ask) still fails, in
+``tests/test_judging.py``.
 """
 
 from __future__ import annotations

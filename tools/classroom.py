@@ -748,9 +748,9 @@ class GradedLedger:
         self.data[assignment][student] = digest
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, self.path)
+        from grader.batch import write_report  # atomic: a stopped autograde never leaves half a record
+
+        write_report(self.path, self.data)
 
 
 def gpu_jobs(jobs: int, gpus: list[str] | None = None) -> tuple[int, list[str]]:
