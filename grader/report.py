@@ -49,6 +49,26 @@ def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used:
     }
 
 
+def exercise_totals(report: dict) -> list[dict]:
+    """One row per exercise graded: its notebook, points, and checks passed (for the summary under the table)."""
+    rows = []
+    for ex in sorted({c["exercise"] for c in report["checks"]}):
+        checks = [c for c in report["checks"] if c["exercise"] == ex]
+        notebook = next((nb["notebook"] for nb in report["notebooks"] if nb.get("exercise") == ex), "")
+        rows.append(
+            {
+                "exercise": ex,
+                "notebook": Path(notebook).name if notebook else "",
+                "points": sum(c["points"] for c in checks),
+                "max_points": sum(c["max_points"] for c in checks),
+                "passed": sum(bool(c["passed"]) for c in checks),
+                "checks": len(checks),
+                "elsewhere": sum(c["points"] for c in instructor_only(ex)),
+            }
+        )
+    return rows
+
+
 def print_table(report: dict, console: Console | None = None) -> None:
     """A score table: check, points, pass/fail, measured vs required, message."""
     if console is None:
@@ -98,6 +118,21 @@ def print_table(report: dict, console: Console | None = None) -> None:
             what,
         )
     console.print(table)
+    totals = exercise_totals(report)
+    if len(totals) > 1:  # where a long table ended, what each exercise scored
+        summary = Table(title="by exercise", title_justify="left")
+        for col in ("exercise", "notebook", "points", "checks passed"):
+            summary.add_column(col)
+        for t in totals:
+            later = f" (+{t['elsewhere']} by your instructor)" if t["elsewhere"] else ""
+            style = "green" if t["passed"] == t["checks"] else "red" if t["passed"] == 0 else "yellow"
+            summary.add_row(
+                t["exercise"],
+                escape(t["notebook"]),
+                f"{t['points']:g}/{t['max_points']}{later}",
+                f"[{style}]{t['passed']}/{t['checks']}[/]",
+            )
+        console.print(summary)
     sandbox = report.get("sandbox", "")
     style = "bold red" if sandbox.startswith("NO SANDBOX") else "dim"
     console.print(f"[{style}]{escape(sandbox)}[/]")
@@ -149,6 +184,18 @@ def write_reports(report: dict, json_path: Path) -> list[Path]:
         "",
         f"Learner code: {report.get('sandbox', '')}",
         "",
+    ]
+    totals = exercise_totals(report)
+    if len(totals) > 1:  # the summary first, then every check
+        md += ["| exercise | notebook | points | checks passed |", "|---|---|---|---|"]
+        for t in totals:
+            later = f" (+{t['elsewhere']} by your instructor)" if t["elsewhere"] else ""
+            name = t["notebook"].replace("|", "\\|").replace("\n", " ")
+            md.append(
+                f"| {t['exercise']} | {name} | {t['points']:g}/{t['max_points']}{later} | {t['passed']}/{t['checks']} |"
+            )
+        md.append("")
+    md += [
         "| check | kind | points | result | measured | required | message |",
         "|---|---|---|---|---|---|---|",
     ]

@@ -189,3 +189,54 @@ def test_a_notebook_handed_in_again_after_grading_is_graded_again(
     (tmp_path / "submitted" / "carol" / "ex00" / name).write_text('{"cells": [], "by": "carol, fixed"}')
     classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     assert graded == ["carol"], graded
+
+
+def test_a_submission_nbgrader_must_not_open_is_listed_in_the_export_and_explained_in_feedback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Left out of nbgrader, such a submission had no row in the grades and no feedback page (session 31's note). Now
+    the export lists it and why, and its learner's feedback says so; a learner graded before keeps that grade, and
+    the note says which results stand."""
+    import csv
+
+    import nbformat
+
+    from grader import loader
+
+    name = "00_orientation.ipynb"
+    for student in ("bob", "carol", "mallory"):
+        (tmp_path / "submitted" / student / "ex00").mkdir(parents=True)
+    (tmp_path / "submitted" / "bob" / "ex00" / name).write_text('{"cells": []}')
+    (tmp_path / "submitted" / "mallory" / "ex00" / name).write_text("[" + "[]," * 50 + "[]]")
+    (tmp_path / "submitted" / "carol" / "ex00" / name).symlink_to(tmp_path / "submitted" / "bob" / "ex00" / name)
+    earlier = tmp_path / "autograded" / "carol" / "ex00" / name  # carol's earlier, readable submission, graded
+    earlier.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), earlier)
+    monkeypatch.setattr(loader, "MAX_JSON_VALUES", 20)
+    _stand_in_for_nbgrader(monkeypatch, lambda course, *args, **_: None)
+    classroom.autograde(tmp_path, ["ex00"], jobs=1, force=False)
+    err = capsys.readouterr().err
+    assert "mallory: the submission was not graded (" in err and "scores zero" in err, err
+    assert "carol: the latest submission was not graded (" in err and "earlier submission stands" in err, err
+    assert set(classroom.refused_submissions(tmp_path)["ex00"]) == {"carol", "mallory"}
+
+    def fake_export(course: Path, *args: str, **_: object) -> None:
+        if args[0] == "export":
+            Path(args[1].split("=", 1)[1]).write_text("assignment,student_id,score\nex00,bob,9\n")
+
+    monkeypatch.setattr(classroom, "nbgrader", fake_export)
+    monkeypatch.setattr(classroom, "graded_scores", lambda course: [])
+    _, by_check = classroom.export(tmp_path)
+    rows = {r["student"]: r for r in csv.DictReader(by_check.open())}
+    assert rows["mallory"]["check"] == "submission" and "JSON values" in rows["mallory"]["message"]
+    assert "scores zero" in rows["mallory"]["notes"] and "earlier submission stands" in rows["carol"]["notes"]
+    assert "bob" not in rows
+    classroom.feedback(tmp_path)
+    page = (tmp_path / "feedback" / "mallory" / "ex00" / "checks.html").read_text()
+    assert "ex00: not graded" in page and "JSON values" in page and "<table>" not in page
+    assert "earlier submission stands" in (tmp_path / "feedback" / "carol" / "ex00" / "checks.html").read_text()
+    assert "not graded" in (tmp_path / "feedback" / "mallory" / "index.html").read_text()
+    (tmp_path / "submitted" / "mallory" / "ex00" / name).write_text('{"cells": []}')  # handed in again, readable
+    monkeypatch.setattr(classroom, "nbgrader", lambda course, *args, **_: None)
+    classroom.autograde(tmp_path, ["ex00"], jobs=1, force=False)
+    assert set(classroom.refused_submissions(tmp_path)["ex00"]) == {"carol"}

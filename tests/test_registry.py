@@ -154,3 +154,42 @@ def test_the_table_shows_learner_code_as_written_and_a_near_miss_apart_from_its_
     assert "02_[a].ipynb: cell [3] failed" in text
     row = next(line for line in text.splitlines() if "ex02.scorer.speed" in line)
     assert "1.247x" in row and "1.250x" in row, row
+
+
+def test_a_report_of_several_exercises_sums_each_one(tmp_path) -> None:
+    """Under a long table of checks, the terminal shows what each exercise scored; the markdown page shows it first."""
+    import io
+
+    from rich.console import Console
+
+    from grader.report import print_table, write_reports
+
+    def check(cid: str, passed: bool, points: int) -> dict:
+        ex = cid.split(".")[0]
+        return {"id": cid, "exercise": ex, "kind": "correctness", "points": points if passed else 0,
+                "max_points": points, "passed": passed, "measured": None, "required": None, "message": "m"}  # fmt: skip
+
+    report = {
+        "score": 3, "max_score": 6, "device": "cpu", "device_name": "cpu", "profile": "smoke", "torch": "x",
+        "thresholds": "t", "created": "now", "sandbox": "s",
+        "notebooks": [{"notebook": "/x/00_orientation.ipynb", "exercise": "ex00", "load_problems": [], "flags": []},
+                      {"notebook": "/x/02_a|b.ipynb", "exercise": "ex02", "load_problems": [], "flags": []}],
+        "checks": [check("ex00.capture.graph", True, 2), check("ex00.capture.branches", True, 1),
+                   check("ex02.scorer.outputs", False, 2), check("ex02.calibrate.opcheck", False, 1)],
+    }  # fmt: skip
+    out = io.StringIO()
+    print_table(report, Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    summary = lines[next(i for i, line in enumerate(lines) if "by exercise" in line) :]
+    assert any(
+        "ex00" in line and "00_orientation.ipynb" in line and "3/3" in line and "2/2" in line for line in summary
+    )
+    assert any("ex02" in line and "0/3" in line and "0/2" in line for line in summary)
+    md = next(p for p in write_reports(report, tmp_path / "r.json") if p.suffix == ".md").read_text().splitlines()
+    first = md.index("| exercise | notebook | points | checks passed |")
+    assert first < md.index("| check | kind | points | result | measured | required | message |")
+    assert "| ex02 | 02_a\\|b.ipynb | 0/3 | 0/2 |" in md and "| ex00 | 00_orientation.ipynb | 3/3 | 2/2 |" in md
+    one = {**report, "checks": report["checks"][:2]}  # one exercise: its table is the summary
+    out = io.StringIO()
+    print_table(one, Console(file=out, width=200))
+    assert "by exercise" not in out.getvalue()

@@ -604,6 +604,7 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
     """nbgrader autograde, graded by the isolated runner: hidden checks put back, locked cells restored, each
     check's verdict into the gradebook. Without the sandbox it refuses, unless ``unsandboxed``."""
     from grader import cgroups
+    from grader.batch import write_report
     from grader.nbgrader_hooks import UNSANDBOXED_ENV
     from grader.runner import SandboxRequired, sandbox_report
 
@@ -622,6 +623,7 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
     failed: list[str] = []
     refused: list[str] = []
     ledger = GradedLedger(course)
+    refusals = refused_submissions(course)
 
     def run(assignment: str, group: list[str], students: list[str], extra: list[str]) -> None:
         """nbgrader autograde for ``group`` of the submitted ``students``, in ``jobs`` processes at most."""
@@ -653,7 +655,17 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
     for assignment in which or assignments(course):
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{assignment}") if p.is_dir())
         digests, unreadable = read_submissions(course, assignment, students)
-        refused += [f"{assignment}  {student}: {why}" for student, why in unreadable.items()]
+        refused += [
+            f"{assignment}  {student}: {refused_note(course, assignment, student, why)}"
+            for student, why in unreadable.items()
+        ]
+        refusals[assignment] = unreadable
+        write_report(course / REFUSED_FILE, refusals)
+        if unreadable:  # in the gradebook, so that nbgrader's export lists them
+            with _gradebook(course) as gb:
+                for student in unreadable:
+                    if gb is not None:
+                        gb.update_or_create_student(student)
         gradable = [s for s in students if s not in unreadable]
         if not gradable:
             continue
@@ -685,7 +697,11 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
     if refused:
         print(
             "\n".join(
-                ["not autograded (no notebook nbgrader may read; they score zero until handed in again):", *refused]
+                [
+                    "not autograded (no notebook nbgrader may read; `make export` lists them, and `make feedback`"
+                    " tells their learners):",
+                    *refused,
+                ]
             )
             + "\n",
             file=sys.stderr,
@@ -751,6 +767,28 @@ class GradedLedger:
         from grader.batch import write_report  # atomic: a stopped autograde never leaves half a record
 
         write_report(self.path, self.data)
+
+
+REFUSED_FILE = ".tcip-not-autograded.json"
+
+
+def refused_submissions(course: Path) -> dict[str, dict[str, str]]:
+    """``{assignment: {student: why}}``: the latest submissions autograde could not hand to nbgrader (written by
+    ``autograde``), which ``export`` lists and ``feedback`` explains to their learners."""
+    try:
+        data = json.loads((course / REFUSED_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {a: {s: str(w) for s, w in v.items()} for a, v in data.items() if isinstance(v, dict)}
+
+
+def refused_note(course: Path, assignment: str, student: str, why: str) -> str:
+    """What a refused submission means for its learner's grade: zero, or an earlier submission's grade kept."""
+    if (course / "autograded" / student / assignment).is_dir():
+        return f"the latest submission was not graded ({why}); the grade of an earlier submission stands"
+    return f"the submission was not graded ({why}); it scores zero until a notebook is handed in"
 
 
 def gpu_jobs(jobs: int, gpus: list[str] | None = None) -> tuple[int, list[str]]:
@@ -918,8 +956,13 @@ def feedback_page(
     total = sum(scores.values())
     possible = sum(float(r.get("max_points", 0)) for r in records.values())
     parts = [
-        f"<h1>{html.escape(assignment)}: {total:g} / {possible:g} points</h1>",
-        f"<p>Student <b>{html.escape(student)}</b>. Each row is one check; the message says what to fix.</p>",
+        f"<h1>{html.escape(assignment)}: {total:g} / {possible:g} points</h1>"
+        if records
+        else f"<h1>{html.escape(assignment)}: not graded</h1>",
+        f"<p>Student <b>{html.escape(student)}</b>. Each row is one check; the message says what to fix.</p>"
+        if records
+        else f"<p>Student <b>{html.escape(student)}</b>. Hand in the exercise's notebook file itself (not a link, "
+        "within the size limit) and ask for a regrade.</p>",
     ]
     if notes:
         parts.append(
@@ -949,10 +992,11 @@ def feedback_page(
             )
             + "</tr>"
         )
-    parts.append(
-        "<table><tr><th>check</th><th>kind</th><th>points</th><th>result</th><th>measured</th>"
-        "<th>required</th><th>thresholds</th><th>message</th></tr>" + "".join(rows) + "</table>"
-    )
+    if rows:
+        parts.append(
+            "<table><tr><th>check</th><th>kind</th><th>points</th><th>result</th><th>measured</th>"
+            "<th>required</th><th>thresholds</th><th>message</th></tr>" + "".join(rows) + "</table>"
+        )
     if notebook_html:
         parts.append(
             f"<p>Your graded notebook, with each check cell's result (the grader runs only your definitions, "
@@ -968,6 +1012,7 @@ def feedback(course: Path) -> list[Path]:
         if list((course / "autograded").glob(f"*/{assignment}")):
             nbgrader(course, "generate_feedback", assignment, "--force")
     rows = graded_scores(course)
+    refused = refused_submissions(course)
     scores: dict[tuple[str, str], dict[str, float]] = {}
     for row in rows:
         scores.setdefault((row["student"], row["assignment"]), {})[row["check"]] = row["score"]
@@ -976,6 +1021,8 @@ def feedback(course: Path) -> list[Path]:
     for path in sorted((course / "autograded").glob("*/ex[0-9][0-9]/*.ipynb")):
         student, assignment = path.parent.parent.name, path.parent.name
         records, notes = check_records(path)
+        if student in refused.get(assignment, {}):  # handed in again, unreadable: these results are older
+            notes = [refused_note(course, assignment, student, refused[assignment][student]), *notes]
         out_dir = course / "feedback" / student / assignment
         out_dir.mkdir(parents=True, exist_ok=True)
         nb_html = path.with_suffix(".html").name if (out_dir / path.with_suffix(".html").name).is_file() else None
@@ -989,6 +1036,20 @@ def feedback(course: Path) -> list[Path]:
         index.setdefault(student, []).append(
             f'<li><a href="{assignment}/checks.html">{assignment}</a>: {total:g} / {possible:g}</li>'
         )
+    for assignment, students in sorted(refused.items()):
+        for student, why in sorted(students.items()):
+            if (course / "autograded" / student / assignment).is_dir():
+                continue  # its page above carries the note
+            out_dir = course / "feedback" / student / assignment
+            out_dir.mkdir(parents=True, exist_ok=True)
+            page = out_dir / "checks.html"
+            page.write_text(
+                feedback_page(student, assignment, {}, {}, [refused_note(course, assignment, student, why)], None)
+            )
+            written.append(page)
+            index.setdefault(student, []).append(
+                f'<li><a href="{assignment}/checks.html">{assignment}</a>: not graded</li>'
+            )
     for student, items in index.items():
         page = course / "feedback" / student / "index.html"
         page.write_text(
@@ -1019,6 +1080,20 @@ def export(course: Path, which: list[str] | None = None) -> tuple[Path, Path]:
         csv.writer(fh).writerows([spreadsheet.cell(c) for c in row] for row in table)
     by_check = course / "grades_by_check.csv"
     rows = [r for r in graded_scores(course) if not which or r["assignment"] in which]
+    for assignment, students in sorted(refused_submissions(course).items()):
+        if which and assignment not in which:
+            continue
+        for student, why in sorted(students.items()):  # a row that says why, whatever the gradebook holds
+            rows.append(
+                {
+                    "student": student,
+                    "assignment": assignment,
+                    "check": "submission",
+                    "passed": False,
+                    "message": why,
+                    "notes": refused_note(course, assignment, student, why),
+                }
+            )
     fields = [
         "student",
         "assignment",
