@@ -11,7 +11,9 @@ The profile is chosen automatically (a CUDA GPU that Inductor can compile for ->
 
 Inductor generates GPU code with Triton, which needs an NVIDIA GPU of compute capability 7.0 (Volta) or newer: on an
 older one (a P100, a GTX 10xx) every ``torch.compile`` of the course would fail, so the automatic choice is the CPU
-profile there, with a warning that says why, and asking for ``cuda`` explicitly is an error that says the same.
+profile there, with a warning that says why, and asking for ``cuda`` explicitly is an error that says the same. The
+same holds for a GPU this torch build has no kernels for (``torch.cuda.get_arch_list()``): PyTorch's CUDA 13 wheels,
+the pinned torch's, start at compute capability 7.5, so a V100 (7.0) needs another build.
 """
 
 from __future__ import annotations
@@ -128,18 +130,44 @@ def device_name(device: str) -> str:
 TRITON_MIN_CAPABILITY = (7, 0)  # Triton, Inductor's GPU code generator, compiles for Volta and newer
 
 
+def build_runs_on(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """Whether a torch build compiled for ``arch_list`` (``torch.cuda.get_arch_list()``) has kernels a GPU of
+    ``capability`` can load: machine code for its major version at or below its minor (``sm_86`` runs on 8.9, not
+    on 8.0 or 9.0), or PTX (``compute_XY``) at or below it, which the driver compiles. An empty list says nothing."""
+    if not arch_list:
+        return True
+    for arch in arch_list:
+        kind, _, number = arch.partition("_")
+        digits = number.rstrip("abcdefghijklmnopqrstuvwxyz")  # sm_90a, sm_100f: the same machine code family
+        if not digits.isdigit() or len(digits) < 2:
+            continue
+        built = (int(digits[:-1]), int(digits[-1]))
+        if kind == "sm" and built[0] == capability[0] and built[1] <= capability[1]:
+            return True
+        if kind == "compute" and built <= tuple(capability):
+            return True
+    return False
+
+
 def gpu_too_old(device: str = "cuda") -> str | None:
-    """Why Inductor cannot compile for this CUDA GPU (compute capability below 7.0), or None if it can. ROCm GPUs
-    are not held to NVIDIA's capability numbers."""
+    """Why this CUDA GPU cannot run the course, or None if it can: Inductor's Triton needs compute capability 7.0,
+    and this torch build must hold kernels for it. ROCm GPUs are not held to NVIDIA's capability numbers."""
     if torch.version.hip is not None:
         return None
-    capability = torch.cuda.get_device_capability(torch.device(device))
-    if tuple(capability) >= TRITON_MIN_CAPABILITY:
+    capability = tuple(torch.cuda.get_device_capability(torch.device(device)))
+    name = torch.cuda.get_device_name(torch.device(device))
+    if capability < TRITON_MIN_CAPABILITY:
+        return (
+            f"{name} has compute capability {capability[0]}.{capability[1]}, and Triton, which Inductor uses to "
+            f"generate GPU code, needs {TRITON_MIN_CAPABILITY[0]}.0 (Volta) or newer: torch.compile would fail on it"
+        )
+    arch_list = torch.cuda.get_arch_list()
+    if build_runs_on(capability, arch_list):
         return None
     return (
-        f"{torch.cuda.get_device_name(torch.device(device))} has compute capability {capability[0]}.{capability[1]}, "
-        f"and Triton, which Inductor uses to generate GPU code, needs {TRITON_MIN_CAPABILITY[0]}.0 (Volta) or newer: "
-        "torch.compile would fail on it"
+        f"{name} has compute capability {capability[0]}.{capability[1]}, and this torch build ({torch.__version__}, "
+        f"CUDA {torch.version.cuda}) holds GPU kernels for {', '.join(arch_list)} only: its first CUDA op would fail "
+        "with 'no kernel image is available'. Install a torch build whose torch.cuda.get_arch_list() covers it"
     )
 
 

@@ -35,10 +35,14 @@ def test_asking_for_cuda_without_it_says_how_to_fall_back(monkeypatch: pytest.Mo
         get_profile("full", "cuda")
 
 
-def _old_gpu(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int]) -> None:
-    """Pretend this machine has one CUDA GPU of ``capability`` (nothing touches a real device)."""
+def _old_gpu(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], arch_list: tuple[str, ...] = ("sm_70", "sm_80")
+) -> None:
+    """Pretend this machine has one CUDA GPU of ``capability``, and torch a build for ``arch_list`` (nothing touches
+    a real device)."""
     import torch
 
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: list(arch_list))
     monkeypatch.delenv("COURSEKIT_PROFILE", raising=False)
     monkeypatch.delenv("COURSEKIT_DEVICE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -68,3 +72,24 @@ def test_a_volta_or_newer_gpu_gets_the_full_profile(monkeypatch: pytest.MonkeyPa
         warnings.simplefilter("error")
         p = get_profile()
     assert (p.name, p.device) == ("full", "cuda")
+
+
+def test_a_gpu_this_torch_build_has_no_kernels_for_falls_back_to_the_cpu_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PyTorch's CUDA 13 wheels (the pinned torch's) hold kernels for 7.5 and newer: a V100 (7.0) passes Triton's
+    floor, then would fail at its first CUDA op. The automatic choice is the CPU, with the reason."""
+    from coursekit.profile import build_runs_on
+
+    cu130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    assert not build_runs_on((7, 0), cu130) and not build_runs_on((8, 0), ["sm_86"])
+    assert build_runs_on((8, 9), cu130) and build_runs_on((9, 0), ["sm_90a"]) and build_runs_on((7, 0), [])
+    assert build_runs_on((12, 1), ["sm_80", "compute_90"]) and not build_runs_on((8, 6), ["compute_90"])
+    _old_gpu(monkeypatch, (7, 0), tuple(cu130))
+    with pytest.warns(UserWarning, match=r"capability 7\.0, and this torch build .* holds GPU kernels for sm_75, "):
+        p = get_profile()
+    assert (p.name, p.device) == ("smoke", "cpu")
+    with pytest.raises(RuntimeError, match=r"get_arch_list\(\) covers it; set COURSEKIT_DEVICE=cpu"):
+        get_profile("full", "cuda")
+    _old_gpu(monkeypatch, (9, 0), tuple(cu130))
+    assert get_profile().name == "full"
