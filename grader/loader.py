@@ -161,6 +161,13 @@ def notebook_json(data: bytes, name: str) -> dict:
         ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{name} has no 'cells' list: it is not a Jupyter notebook")
+    if nb.get("nbformat") != 4 or "worksheets" in nb:  # nbformat (Jupyter, nbgrader) reads format 3's worksheets
+        raise NotebookError(
+            f"{name} is not in notebook format 4 (it says nbformat {str(nb.get('nbformat'))[:20]!r}"
+            + (" and has format 3's 'worksheets'" if "worksheets" in nb else "")
+            + "): Jupyter and the grader would read different cells from it. Open it in JupyterLab and save it, "
+            "which writes format 4"
+        )
     return nb
 
 

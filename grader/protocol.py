@@ -67,6 +67,8 @@ def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         header = json.loads(data[PREFIX.size : PREFIX.size + head_len])
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"a message header is not JSON ({exc})") from None
+    except RecursionError:  # JSON nested deeper than the parser recurses: no probe sends that
+        raise ProtocolError("a message header nests its JSON thousands of levels deep") from None
     if not isinstance(header, dict):
         raise ProtocolError("a message header is not a JSON object")
     tensors: dict[str, torch.Tensor] = {}

@@ -87,7 +87,8 @@ def add_notes_cell(nb, notes: list[str]) -> None:
     nb.cells[:] = [c for c in nb.cells if not _looks_like_notes(c)]
     if not notes:
         return
-    text = NOTES_TITLE + "\n\n" + "\n".join(f"- {n}" for n in notes)
+    # one line each: a learner's exception text, quoted in a note, could otherwise start notes of its own
+    text = NOTES_TITLE + "\n\n" + "\n".join(f"- {' '.join(n.split())}" for n in notes)
     cell = nbformat.v4.new_markdown_cell(text)
     cell["id"] = NOTES_CELL_ID
     nb.cells.insert(0, cell)

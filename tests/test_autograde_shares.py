@@ -164,6 +164,7 @@ def test_a_notebook_handed_in_again_after_grading_is_graded_again(
             done = course / "autograded" / student / "ex00"
             if "--force" in args or not done.is_dir():
                 done.mkdir(parents=True, exist_ok=True)
+                (done / name).write_text("{}")
                 graded.append(student)
 
     _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
@@ -240,3 +241,96 @@ def test_a_submission_nbgrader_must_not_open_is_listed_in_the_export_and_explain
     monkeypatch.setattr(classroom, "nbgrader", lambda course, *args, **_: None)
     classroom.autograde(tmp_path, ["ex00"], jobs=1, force=False)
     assert set(classroom.refused_submissions(tmp_path)["ex00"]) == {"carol"}
+
+
+def test_a_learner_id_nbgrader_reads_as_a_pattern_is_refused_and_a_half_graded_classmate_is_graded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Red team, session 32: nbgrader reads a learner id as a file pattern. A folder named ``*`` selected every
+    classmate's notebook; alice's grading failed half way, leaving her graded folder without a notebook, and nbgrader
+    and autograde's record then took her as graded for good (no row in the gradebook). Now such an id is never
+    collected nor handed to nbgrader, and a folder without a graded notebook is graded again and not recorded."""
+    name = "00_orientation.ipynb"
+    source = tmp_path / "inbox"
+    for student in ("alice", "bob", "*", "b[o]b"):
+        (source / student).mkdir(parents=True)
+        (source / student / name).write_text('{"nbformat": 4, "cells": []}')
+    course = tmp_path / "course"
+    assert classroom.collect(course, source) == 2
+    err = capsys.readouterr().err
+    assert "'*' holds *, which nbgrader reads as a file pattern" in err and "'b[o]b' holds [ ]" in err, err
+    (course / "submitted" / "*" / "ex00").mkdir(parents=True)  # handed in through nbgrader's exchange instead
+    (course / "submitted" / "*" / "ex00" / name).write_text("{}")
+    (course / "autograded" / "alice" / "ex00").mkdir(parents=True)  # an earlier grading that failed half way
+    calls: list[list[str]] = []
+    fail_alice = [True]
+
+    def fake_nbgrader(course_dir: Path, *args: str, **_: object) -> None:
+        calls.append(list(args))
+        chosen = {"alice", "bob", "*"}
+        for option in args[2:]:
+            if option.startswith("--student="):
+                chosen = {option.removeprefix("--student=")}
+            elif option.startswith("--CourseDirectory.student_id_exclude="):
+                chosen -= set(option.split("=", 1)[1].split(","))
+        for student in chosen:
+            done = course_dir / "autograded" / student / "ex00"
+            if "--force" in args or not done.is_dir():
+                done.mkdir(parents=True, exist_ok=True)
+                if not (student == "alice" and fail_alice[0]):
+                    (done / name).write_text("{}")
+
+    _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
+    classroom.autograde(course, ["ex00"], jobs=1, force=False)
+    out, err = capsys.readouterr()
+    assert "left half graded by an earlier run, so graded again: alice" in out, out
+    assert all("*" not in option for call in calls for option in call if option.startswith("--student=")), calls
+    assert "'*' holds *" in err and not (course / "autograded" / "*").exists()
+    ledger = classroom.GradedLedger(course)
+    assert ledger.get("ex00", "bob") and ledger.get("ex00", "alice") is None, "alice's notebook was never written"
+    fail_alice[0] = False
+    calls.clear()
+    classroom.autograde(course, ["ex00"], jobs=1, force=False)
+    assert (course / "autograded" / "alice" / "ex00" / name).is_file() and calls
+    assert classroom.GradedLedger(course).get("ex00", "alice")
+
+
+def test_a_notebook_nbconvert_takes_minutes_to_render_costs_only_its_own_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Red team, session 32: one learner's Markdown (1 MB of ``[a](``) would keep ``nbgrader generate_feedback`` busy
+    for about 50 minutes, and no learner got a page until it ended. The class's run has a budget; past it each
+    learner is rendered alone, within its own, and every learner still gets checks.html."""
+    import subprocess
+
+    import nbformat
+
+    name = "00_orientation.ipynb"
+    for student in ("alice", "bob", "mallory"):
+        graded = tmp_path / "autograded" / student / "ex00"
+        graded.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(), graded / name)
+    (tmp_path / "source" / "ex00").mkdir(parents=True)
+    runs: list[tuple[str, float | None]] = []
+
+    def slow_run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess:
+        who = next((a.removeprefix("--student=") for a in cmd if a.startswith("--student=")), "class")
+        runs.append((who, kwargs.get("timeout")))
+        if who in ("class", "mallory"):  # mallory's page never finishes, so neither does the class's run
+            raise subprocess.TimeoutExpired(cmd, kwargs.get("timeout") or 0)
+        out = tmp_path / "feedback" / who / "ex00"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "00_orientation.html").write_text("<html></html>")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(classroom.subprocess, "run", slow_run)
+    monkeypatch.setattr(classroom, "graded_scores", lambda course: [])
+    classroom.feedback(tmp_path)
+    budget = classroom.FEEDBACK_START_SECONDS + 3 * classroom.FEEDBACK_SECONDS
+    assert runs == [("class", budget)] + [(s, classroom.FEEDBACK_START_SECONDS) for s in ("alice", "bob", "mallory")]
+    err = capsys.readouterr().err
+    assert f"took over {budget:g} s and was stopped; rendering each learner's notebook alone" in err, err
+    assert "ex00  mallory: `nbgrader generate_feedback ex00 --force --student=mallory` took over 60 s" in err, err
+    for student in ("alice", "bob", "mallory"):
+        page = (tmp_path / "feedback" / student / "ex00" / "checks.html").read_text()
+        assert ("00_orientation.html" in page) == (student != "mallory"), student

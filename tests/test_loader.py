@@ -57,6 +57,8 @@ def test_missing_name_message_names_the_contract_and_the_load_problems() -> None
         (b"\xff\xfe\x00garbage", "not UTF-8"),
         (b"[1, 2, 3]", "not a Jupyter notebook"),
         (b'{"cells": [], "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nests its JSON deeper"),  # red team 29
+        (b'{"nbformat": 3, "worksheets": [{"cells": []}], "cells": []}', "format 3's 'worksheets'.*save it"),
+        (b'{"cells": []}', "not in notebook format 4"),
     ],
 )
 def test_unreadable_notebooks_raise_a_clear_error(tmp_path: Path, content: bytes | None, reason: str) -> None:
@@ -147,7 +149,7 @@ def test_a_notebook_that_would_take_gigabytes_to_parse_is_refused_before_parsing
     """94 MiB of ``[],`` took a batch process to 5.6 GB (red team, session 30): values are counted before parsing."""
 
     def lists(n: int) -> bytes:
-        return b'{"cells": [], "metadata": {"x": [' + b"[]," * n + b"[]]}}"
+        return b'{"nbformat": 4, "cells": [], "metadata": {"x": [' + b"[]," * n + b"[]]}}"
 
     path = tmp_path / "01_x.ipynb"
     path.write_bytes(lists(MAX_JSON_VALUES // 2))
@@ -196,3 +198,17 @@ def test_a_cell_nested_too_deep_to_parse_costs_only_its_names_and_the_scan_reads
     flags = [str(f) for f in scan_cells(cells)]
     assert flags[0] == "code cell 1, line 0: this cell is too deeply nested or too large to scan"
     assert any(f.startswith("code cell 3, line 1: imports the grader's internals") for f in flags), flags
+
+
+def test_a_format_3_notebook_cannot_show_jupyter_one_set_of_cells_and_the_grader_another(tmp_path: Path) -> None:
+    """Red team, session 32: nbformat (Jupyter, nbgrader, the batch's repair) reads a format-3 file's ``worksheets``,
+    the grader read its top-level ``cells``. A file with the released cells in one and a solution in the other
+    scored full marks in ``grader batch`` with code no reviewer could see. The grader now reads format 4 only."""
+    visible = {"cell_type": "code", "input": "raise NotImplementedError()", "outputs": [], "metadata": {}}  # v3
+    hidden = {"cell_type": "code", "source": "def f():\n    return 42\n", "outputs": [], "metadata": {}}
+    nb = {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [visible]}], "cells": [hidden]}
+    path = tmp_path / "00_x.ipynb"
+    path.write_text(json.dumps(nb))
+    assert [c.source for c in nbformat.read(path, as_version=4).cells] == ["raise NotImplementedError()"]
+    with pytest.raises(NotebookError, match="not in notebook format 4"):
+        load_notebook(path)

@@ -46,3 +46,16 @@ def test_only_the_graders_own_notes_cell_is_read_and_a_learners_look_alike_is_dr
     assert read_notes(nb) == [] and not any(NOTES_TITLE in c.source for c in nb.cells if c.cell_type == "markdown")
     add_notes_cell(nb, ["locked cell `setup` was edited; it was graded as released"])
     assert read_notes(nb) == ["locked cell `setup` was edited; it was graded as released"]
+
+
+def test_a_note_that_quotes_a_learners_exception_stays_one_note() -> None:
+    """Red team, session 32: a load problem quotes the learner's exception text, newlines and all, and a line of it
+    starting with ``- `` read back as a note of the grader's own ("flagged for review: ... bob shared this
+    notebook") in the feedback page and the export."""
+    message = "note: ValueError: boom\n- flagged for review: classmate bob shared this notebook\n  - and more"
+    nb = nbformat.v4.new_notebook()
+    add_notes_cell(nb, [message, "locked cell `setup` was edited"])
+    assert read_notes(nb) == [
+        "note: ValueError: boom - flagged for review: classmate bob shared this notebook - and more",
+        "locked cell `setup` was edited",
+    ]

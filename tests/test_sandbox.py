@@ -222,6 +222,7 @@ def test_messages_carry_json_and_tensors_and_nothing_else() -> None:
         (struct.pack("<IQ", 2, 4) + b"{}" + b"junk", "not valid safetensors"),
         (struct.pack("<IQ", 2, 99) + b"{}", "does not match its size"),
         (b"\x80\x04\x95" + b"pickle" * 4, "does not match its size"),  # a pickle is not a message
+        (struct.pack("<IQ", 200_000, 0) + b"[" * 100_000 + b"]" * 100_000, "thousands of levels deep"),  # red team 32
     ],
 )
 def test_malformed_messages_are_protocol_errors(data: bytes, why: str) -> None:

@@ -271,10 +271,17 @@ def course_env() -> dict[str, str]:
     return env
 
 
-def nbgrader(course: Path, *args: str, quiet: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``nbgrader ARGS`` in the course folder; raise with its output if it fails."""
+def nbgrader(
+    course: Path, *args: str, quiet: bool = False, env: dict | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` in the course folder; raise with its output if it fails or outlasts ``timeout`` s."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(cmd, cwd=course, env={**course_env(), **(env or {})}, text=True, capture_output=quiet)
+    try:
+        proc = subprocess.run(
+            cmd, cwd=course, env={**course_env(), **(env or {})}, text=True, capture_output=quiet, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"`nbgrader {' '.join(args)}` took over {timeout:g} s and was stopped") from None
     if proc.returncode:
         raise SystemExit(
             f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode})"
@@ -564,6 +571,28 @@ def release(course: Path, caches: list[Path]) -> Path:
 # -------------------------------------------------------------------------------------- collect, grade
 
 
+PATTERN_CHARACTERS = frozenset("*?[]")
+
+
+def id_problem(student: str) -> str | None:
+    """Why ``student`` (a folder's name) cannot be a learner id for nbgrader, or None. nbgrader reads an id as a file
+    pattern: a learner named ``*`` selected every classmate's folder, and a classmate whose grading then failed half
+    way was skipped as graded ever after (red team, session 32)."""
+    found = sorted(PATTERN_CHARACTERS & set(student))
+    if found:
+        return (
+            f"the learner id {student!r} holds {' '.join(found)}, which nbgrader reads as a file pattern matching "
+            "classmates' folders: rename the folder"
+        )
+    return None
+
+
+def autograded_notebook(course: Path, student: str, assignment: str) -> bool:
+    """Whether nbgrader wrote ``student``'s graded notebook for ``assignment`` (its folder alone is left behind by a
+    grading that failed half way, and nbgrader then skips the submission as graded)."""
+    return any((course / "autograded" / student / assignment).glob("*.ipynb"))
+
+
 def collect(course: Path, source: Path) -> int:
     """Copy ``source/<student>/**/NN_*.ipynb`` into nbgrader's ``submitted/<student>/exNN/<released name>``. Only
     notebook files are copied: a symbolic link (to a solution, to a classmate's work), a folder, a pipe or a device
@@ -575,6 +604,9 @@ def collect(course: Path, source: Path) -> int:
     for student in sorted(p for p in source.iterdir() if p.is_dir()):
         if student.is_symlink():
             print(f"warning: {student}: a student folder that is a symbolic link; skipped", file=sys.stderr)
+            continue
+        if problem := id_problem(student.name):
+            print(f"warning: {student}: {problem}; skipped", file=sys.stderr)
             continue
         for notebook in sorted(student.rglob("*.ipynb")):  # rglob follows no linked folder
             if ".ipynb_checkpoints" in notebook.parts:
@@ -670,12 +702,16 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         if not gradable:
             continue
         print(f"autograding {assignment}: {len(gradable)} submission(s), {jobs} at a time{where}", flush=True)
-        graded_before = {s for s in gradable if (course / "autograded" / s / assignment).is_dir()}
+        graded_before = {s for s in gradable if autograded_notebook(course, s, assignment)}
         # handed in again since it was graded (nbgrader would skip it as graded): regraded, whatever FORCE says
         again = [s for s in gradable if ledger.get(assignment, s) not in (None, digests[s])]
         if again and not force:
             print(f"  handed in again since graded, so graded again: {', '.join(again)}", flush=True)
-        forced = gradable if force else again
+        # a folder and no graded notebook: a grading that failed half way, which nbgrader would skip as graded
+        half = [s for s in gradable if s not in graded_before and (course / "autograded" / s / assignment).is_dir()]
+        if half and not force:
+            print(f"  left half graded by an earlier run, so graded again: {', '.join(half)}", flush=True)
+        forced = gradable if force else [s for s in gradable if s in again or s in half]
         for group, extra in ((forced, ["--force"]), ([s for s in gradable if s not in forced], [])):
             if group:
                 run(assignment, group, students, extra)
@@ -686,8 +722,8 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
                 "was handed in again since, `make autograde FORCE=1` once",
                 flush=True,
             )
-        for student in gradable:
-            if (course / "autograded" / student / assignment).is_dir() and (
+        for student in gradable:  # recorded only where nbgrader wrote the graded notebook
+            if autograded_notebook(course, student, assignment) and (
                 student in forced or student not in graded_before or student in unknown
             ):
                 ledger.set(assignment, student, digests[student])
@@ -725,6 +761,9 @@ def read_submissions(course: Path, assignment: str, students: list[str]) -> tupl
     digests, unreadable = {}, {}
     for student in students:
         folder = course / "submitted" / student / assignment
+        if problem := id_problem(student):
+            unreadable[student] = problem
+            continue
         if folder.parent.is_symlink() or folder.is_symlink():
             unreadable[student] = f"{folder.relative_to(course)} is a symbolic link, not a submission"
             continue
@@ -786,7 +825,7 @@ def refused_submissions(course: Path) -> dict[str, dict[str, str]]:
 
 def refused_note(course: Path, assignment: str, student: str, why: str) -> str:
     """What a refused submission means for its learner's grade: zero, or an earlier submission's grade kept."""
-    if (course / "autograded" / student / assignment).is_dir():
+    if autograded_notebook(course, assignment=assignment, student=student):
         return f"the latest submission was not graded ({why}); the grade of an earlier submission stands"
     return f"the submission was not graded ({why}); it scores zero until a notebook is handed in"
 
@@ -1006,11 +1045,50 @@ def feedback_page(
     return PAGE.format(title=html.escape(f"{assignment} feedback for {student}"), body="\n".join(parts))
 
 
+FEEDBACK_START_SECONDS = 60  # nbgrader's start, and a class's first notebook
+FEEDBACK_SECONDS = 10  # each graded notebook's page, with room: one renders in about a second on 2 cores
+
+
+def notebook_feedback(course: Path, assignment: str) -> list[str]:
+    """nbgrader's page of each graded notebook of ``assignment``, within a time budget; the learners it could not
+    render in time, each with why. A learner's Markdown can take nbconvert minutes to render (red team, session 32:
+    80 KB of ``[a](`` took 20 s, and the cost grows as its square), which stalled the whole class's feedback: past
+    the budget, each learner is rendered alone, within ``FEEDBACK_START_SECONDS``."""
+    students = sorted(p.parent.name for p in (course / "autograded").glob(f"*/{assignment}"))
+    students = [s for s in students if autograded_notebook(course, s, assignment) and not id_problem(s)]
+    if not students:
+        return []
+    budget = FEEDBACK_START_SECONDS + FEEDBACK_SECONDS * len(students)
+    try:
+        nbgrader(course, "generate_feedback", assignment, "--force", timeout=budget)
+        return []
+    except SystemExit as exc:
+        print(f"{assignment}: {str(exc).splitlines()[0]}; rendering each learner's notebook alone", file=sys.stderr)
+    missed = []
+    for student in students:
+        try:
+            nbgrader(
+                course,
+                "generate_feedback",
+                assignment,
+                "--force",
+                f"--student={student}",
+                quiet=True,
+                timeout=FEEDBACK_START_SECONDS,
+            )
+        except SystemExit as exc:
+            lines = str(exc).strip().splitlines()
+            missed.append(
+                f"{assignment}  {student}: {lines[0]}" + (f" ({lines[-1].strip()})" if len(lines) > 1 else "")
+            )
+    return missed
+
+
 def feedback(course: Path) -> list[Path]:
     """nbgrader's notebook feedback, plus a per-check page per learner and exercise, plus an index per learner."""
+    unrendered = []
     for assignment in assignments(course):
-        if list((course / "autograded").glob(f"*/{assignment}")):
-            nbgrader(course, "generate_feedback", assignment, "--force")
+        unrendered += notebook_feedback(course, assignment)
     rows = graded_scores(course)
     refused = refused_submissions(course)
     scores: dict[tuple[str, str], dict[str, float]] = {}
@@ -1038,7 +1116,7 @@ def feedback(course: Path) -> list[Path]:
         )
     for assignment, students in sorted(refused.items()):
         for student, why in sorted(students.items()):
-            if (course / "autograded" / student / assignment).is_dir():
+            if autograded_notebook(course, student, assignment):
                 continue  # its page above carries the note
             out_dir = course / "feedback" / student / assignment
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -1063,6 +1141,11 @@ def feedback(course: Path) -> list[Path]:
         f"feedback for {len(index)} learner(s) under {course / 'feedback'}/<learner>/: index.html, and per exercise "
         "checks.html (the grader's pages) and nbgrader's page of the graded notebook"
     )
+    if unrendered:
+        print(
+            "\n".join(["no page of the graded notebook (their checks.html pages are written):", *unrendered]),
+            file=sys.stderr,
+        )
     return written
 
 
