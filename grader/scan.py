@@ -143,4 +143,16 @@ def scan_cells(cells: list[str]) -> list[Flag]:
     aliases: dict[str, str] = {}
     for _, tree in trees:
         aliases.update(_aliases(tree))
-    return pathological + [flag for index, tree in trees for flag in _scan_tree(tree, index, aliases)]
+    return bounded(pathological + [flag for index, tree in trees for flag in _scan_tree(tree, index, aliases)])
+
+
+MAX_FLAGS = 100  # a report lists this many flags at most (red team, session 32: 300,000 tiny cells, 300,000 flags)
+
+
+def bounded(flags: list[Flag]) -> list[Flag]:
+    """``flags``, at most ``MAX_FLAGS``: tampering first, in cell order, then one flag that counts the rest."""
+    if len(flags) <= MAX_FLAGS:
+        return flags
+    kept = sorted(sorted(flags, key=lambda f: f.kind != "tamper")[: MAX_FLAGS - 1], key=lambda f: (f.cell, f.line))
+    rest = len(flags) - len(kept)
+    return [*kept, Flag(0, 0, "review", f"and {rest} more flags like these, not listed: read the notebook itself")]

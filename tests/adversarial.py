@@ -19,7 +19,10 @@ solution, a pipe, a folder, a notebook that takes gigabytes to parse) is in ``te
 whose grading process dies (it must cost only itself in a batch) is in ``tests/test_batch_slots.py``; a notebook
 nbgrader must not open, or one handed in again to keep or replace a grade, is in ``tests/test_autograde_shares.py``;
 a model that is right only with the grader's own copy of a learner's op (exercise 2's second ask) still fails, in
-``tests/test_judging.py``.
+``tests/test_judging.py``; a learner id nbgrader reads as a pattern, a half-graded classmate, and a notebook that
+takes nbconvert an hour to render are in ``tests/test_autograde_shares.py``; a format-3 notebook that shows
+Jupyter one set of cells and the grader another is in ``tests/test_loader.py``; a note forged through an exception's
+text is in ``tests/test_restore.py``.
 """
 
 from __future__ import annotations

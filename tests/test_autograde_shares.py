@@ -334,3 +334,12 @@ def test_a_notebook_nbconvert_takes_minutes_to_render_costs_only_its_own_page(
     for student in ("alice", "bob", "mallory"):
         page = (tmp_path / "feedback" / student / "ex00" / "checks.html").read_text()
         assert ("00_orientation.html" in page) == (student != "mallory"), student
+
+
+def test_nbgrader_runs_with_its_own_sqlalchemy_warnings_silenced_and_the_instructors_filters_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONWARNINGS", "error::DeprecationWarning")
+    assert classroom.course_env()["PYTHONWARNINGS"] == "error::DeprecationWarning,ignore::Warning:nbgrader.api"
+    monkeypatch.delenv("PYTHONWARNINGS")
+    assert classroom.course_env()["PYTHONWARNINGS"] == "ignore::Warning:nbgrader.api"

@@ -244,3 +244,15 @@ def test_an_eager_stream_fails_the_stream_speed_check(tmp_path: Path) -> None:
     received must hold the tagger."""
     result = _graded_alone(tmp_path, "ex04", "ex04.stream.speed", edits=EAGER_STREAM)
     assert not result.passed and "compiled no whole tagger" in result.message, result.message
+
+
+def test_a_notebook_of_countless_flagged_cells_gets_a_bounded_list() -> None:
+    """Red team, session 32: 300,000 tiny cells put 300,000 flags in the batch's report. A report lists
+    ``MAX_FLAGS`` at most, tampering first, and one more flag counts the rest."""
+    from grader.scan import MAX_FLAGS
+
+    cells = ["import ctypes\n"] * (2 * MAX_FLAGS) + ["import grader.probing\n"]
+    flags = scan_cells(cells)
+    assert len(flags) == MAX_FLAGS and flags[-1].message.startswith(f"and {MAX_FLAGS + 2} more flags")
+    assert any(f.kind == "tamper" and f.cell == 2 * MAX_FLAGS + 1 for f in flags), "the tampering is kept"
+    assert [f.cell for f in flags[:-1]] == sorted(f.cell for f in flags[:-1])

@@ -259,6 +259,9 @@ def db_url(course: Path) -> str:
     return str(config.CourseDirectory.db_url)
 
 
+NBGRADER_WARNINGS = "ignore::Warning:nbgrader.api"
+
+
 def course_env() -> dict[str, str]:
     """nbgrader's environment, with this checkout first on ``PYTHONPATH``: nbgrader runs in the course folder, where
     ``grader`` and ``coursekit`` would otherwise come from wherever the virtual environment's editable install points
@@ -268,6 +271,9 @@ def course_env() -> dict[str, str]:
     # a course config that fails to load stops nbgrader: traitlets would log it and go on with nbgrader's defaults,
     # whose Execute step runs each submission in a kernel, unsandboxed, in place of the grader's isolated runner
     env["TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR"] = "1"
+    # nbgrader's gradebook code sets off SQLAlchemy's "not in session, add operation ... will not proceed" warnings
+    # on every submission it records, three per learner: nbgrader's own noise, not the course's
+    env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), NBGRADER_WARNINGS) if w)
     return env
 
 
