@@ -52,6 +52,8 @@ PRELOAD = ["grader.preload"]  # what the fork server imports once
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE|^GRADER_", re.IGNORECASE)
 LOAD_TIMEOUT_S = 120.0
 MIN_FREE_DISK = 1024**3  # a worker that leaves less free disk than this is stopped (see disk_floor)
+BLAME_MIN_BYTES = 64 * 1024**2  # ... if its scratch folder grew by this much, and by a quarter of what went (filled)
+SCRATCH_ENTRIES = 100_000  # files and folders ``scratch_bytes`` reads at most; a scratch folder with more is to blame
 MAX_TASKS_ENV = "GRADER_MAX_TASKS"
 WATCH_INTERVAL_S = 0.25  # how often the judge checks a worker's limits between requests (as while it waits)
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +95,37 @@ def disk_floor(free_at_start: int, min_free: int = MIN_FREE_DISK) -> int:
     was made if that was less. A grading machine whose disk is already nearly full (CI after a large install) still
     grades, and learner code may fill at most half of what is left."""
     return min(min_free, free_at_start // 2)
+
+
+def scratch_bytes(folder: Path, cap: int = SCRATCH_ENTRIES) -> int | None:
+    """Bytes on disk under ``folder`` (its files' blocks: a sparse file counts what it holds), or None past ``cap``
+    files and folders, where reading further would cost the judge more than an honest grading ever writes, or where
+    a folder cannot be read (learner code may take its own folder's permissions away: what it hides counts as
+    much)."""
+    total, seen, folders = 0, 0, [folder]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > cap:
+                        return None
+                    with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append(Path(entry.path))
+        except FileNotFoundError:  # a folder removed meanwhile
+            continue
+        except OSError:
+            return None
+    return total
+
+
+def filled(grew: int | None, went: int) -> bool:
+    """Whether a worker whose scratch folder grew by ``grew`` bytes (None: too many files to count) is the one that
+    took the disk below its floor, ``went`` bytes having gone from it since the folder was made. The floor is the
+    machine's: a classmate graded beside it, writing little, is not stopped for another's files."""
+    return grew is None or grew >= max(BLAME_MIN_BYTES, went // 4)
 
 
 def default_memory_limit() -> int:
@@ -236,6 +269,7 @@ class _Worker:
     log: Path
     scratch: Path | None = None  # its scratch folder and the free disk below which it is stopped (``disk_floor``)
     disk_floor: int = 0
+    disk_start: tuple[int, int] = (0, 0)  # free disk, and the folder's bytes, when the folder was made (``filled``)
     stopped_because: str | None = None  # why the watch ended it between requests, for the next request to say
     watch_done: threading.Event = field(default_factory=threading.Event)
     group: cgroups.Group | None = None  # its cgroup, where the judge may make one (``grader.cgroups``)
@@ -265,6 +299,7 @@ class RemoteLearner:
         self._starts = 0
         self._scratch: Path | None = None
         self._disk_floor = 0  # free bytes below which the worker is stopped (set with each scratch folder)
+        self._disk_start = (0, 0)  # free bytes, and the scratch folder's bytes once seeded (``filled``)
         self._quiet = threading.RLock()  # held while anything is timed or asked: the watch never polls then
         self._quiet_depth = 0  # how deep the main thread is in quiet(), frozen() and requests
         self._last_poll = 0.0  # when a poll last ran (the watch's, the wait loop's, or an overdue one)
@@ -295,6 +330,7 @@ class RemoteLearner:
         source, target = (SEED_ROOT, self._scratch) if seeded else (SEED_ROOT / "tmp", self._scratch / "tmp")
         if source.is_dir():  # unseeded (a check that times compiling) still gets the precompiled header, as the judge
             shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*.partial"))
+        self._disk_start = (free, scratch_bytes(self._scratch) or 0)
         return self._scratch
 
     def harvest(self) -> None:
@@ -343,7 +379,9 @@ class RemoteLearner:
             proc.start()
         child.close()
         os.set_blocking(parent.fileno(), False)
-        self._worker = _Worker(proc, parent, log, scratch, self._disk_floor, group=self._group_for(proc.pid))
+        self._worker = _Worker(
+            proc, parent, log, scratch, self._disk_floor, self._disk_start, group=self._group_for(proc.pid)
+        )
         machine_lock.register_worker(proc.pid)
         threading.Thread(target=self._watch, args=(self._worker,), daemon=True).start()
         saved, self.deadline = self.deadline, time.monotonic() + LOAD_TIMEOUT_S
@@ -418,9 +456,12 @@ class RemoteLearner:
         self.close_worker()
         return WorkerLost(message)
 
-    def _over_limits(self, pids: set[int], scratch: Path | None, floor: int) -> str | None:
+    def _over_limits(
+        self, pids: set[int], scratch: Path | None, floor: int, start: tuple[int, int] = (0, 0)
+    ) -> str | None:
         """Why the learner processes of the workers ``pids`` must be stopped, or None: too many threads or
-        processes, too much memory, or the disk of ``scratch`` filled past ``floor``."""
+        processes, too much memory, or the disk of ``scratch`` filled past ``floor`` by what they wrote there
+        (``filled``; ``start``: the free disk and the folder's bytes when it was made)."""
         rss, tasks = containment.tree_usage(pids)
         self._last_poll = time.monotonic()
         self.peak_tasks = max(self.peak_tasks, tasks)
@@ -434,15 +475,17 @@ class RemoteLearner:
                 f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
                 "of memory and was stopped: a huge allocation, or tensors kept alive in a list?"
             )
-        if scratch is not None and shutil.disk_usage(scratch).free < floor:
-            return "your code filled the disk and was stopped: it may write only small files"
+        if scratch is not None and (free := shutil.disk_usage(scratch).free) < floor:
+            now = scratch_bytes(scratch)
+            if filled(None if now is None else now - start[1], start[0] - free):
+                return "your code filled the disk and was stopped: it may write only small files"
         return None
 
     def _check_limits(self) -> None:
         """Called while waiting on the worker: stop it if it is over a limit (``_over_limits``), or if the watch
         stopped it between requests."""
         stopped = self._worker.stopped_because if self._worker is not None else None
-        why = stopped or self._over_limits(self.pids(), self._scratch, self._disk_floor)
+        why = stopped or self._over_limits(self.pids(), self._scratch, self._disk_floor, self._disk_start)
         if why:
             raise self._lost(why)
 
@@ -490,7 +533,11 @@ class RemoteLearner:
                         containment.end_all({worker.proc.pid})
                         return
                     with machine_lock.unless_timing() as free:  # the kill too: no judge times while it runs
-                        why = self._over_limits({worker.proc.pid}, worker.scratch, worker.disk_floor) if free else None
+                        why = (
+                            self._over_limits({worker.proc.pid}, worker.scratch, worker.disk_floor, worker.disk_start)
+                            if free
+                            else None
+                        )
                         if why:
                             worker.stopped_because = why
                             containment.end_all({worker.proc.pid})

@@ -22,9 +22,16 @@ def test_the_floor_is_a_gibibyte_or_half_of_what_was_free() -> None:
     assert disk_floor(0) == 0
 
 
-def _learner_on_a_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: list[int]) -> RemoteLearner:
-    """A learner whose disk reports ``free[0]`` bytes free (change it to play a submission writing)."""
+def _learner_on_a_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: list[int], wrote: list[int | None] | None = None
+) -> RemoteLearner:
+    """A learner whose disk reports ``free[0]`` bytes free (change it to play a submission writing), and whose
+    scratch folder holds ``wrote[0]`` bytes (by default, all that went from the disk: this worker wrote it)."""
+    start = free[0]
     monkeypatch.setattr(learner_module.shutil, "disk_usage", lambda path: SimpleNamespace(free=free[0]))
+    monkeypatch.setattr(
+        learner_module, "scratch_bytes", lambda folder: (start - free[0]) if wrote is None else wrote[0]
+    )
     monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
     limits = Limits(memory_bytes=1 << 30, check_timeout_s=10)
     learner = RemoteLearner([], "ex00", get_profile("smoke"), limits, report=sandbox_report("off"), workdir=tmp_path)
@@ -54,3 +61,46 @@ def test_on_a_roomy_disk_the_floor_is_a_gibibyte(tmp_path: Path, monkeypatch: py
     free[0] = MIN_FREE_DISK - MiB
     with pytest.raises(WorkerLost, match="filled the disk"):
         learner._check_limits()
+
+
+def test_a_classmate_who_wrote_little_is_not_stopped_for_anothers_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The floor is the machine's (red team, session 32): another submission filling a shared disk would have had
+    every worker graded beside it stopped with "your code filled the disk". A worker is stopped only if its own
+    scratch folder grew by at least ``BLAME_MIN_BYTES`` and a quarter of what went, or holds files it cannot count."""
+    free, wrote = [40 * 1024 * MiB], [0]
+    learner = _learner_on_a_disk(tmp_path, monkeypatch, free, wrote)
+    free[0] = MIN_FREE_DISK - MiB  # the disk went below the floor: someone else's 39 GiB
+    wrote[0] = 10 * MiB  # this worker wrote its compile caches
+    learner._check_limits()
+    wrote[0] = 10 * 1024 * MiB  # a quarter of what went: it did its share
+    with pytest.raises(WorkerLost, match="filled the disk"):
+        learner._check_limits()
+    free[0] = 40 * 1024 * MiB
+    wrote[0] = 0
+    learner = _learner_on_a_disk(tmp_path, monkeypatch, free, wrote)
+    free[0] = MIN_FREE_DISK - MiB
+    wrote[0] = None  # too many files to count, or hidden ones
+    with pytest.raises(WorkerLost, match="filled the disk"):
+        learner._check_limits()
+
+
+def test_a_scratch_folder_is_measured_by_the_blocks_it_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.learner import scratch_bytes
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "data").write_bytes(b"x" * (3 * MiB))
+    with (tmp_path / "sparse").open("wb") as fh:  # 1 GiB long, nothing written: no blocks
+        fh.truncate(1024 * MiB)
+    assert 3 * MiB <= scratch_bytes(tmp_path) < 4 * MiB
+    assert scratch_bytes(tmp_path, cap=2) is None, "past the cap: not counted, to blame"
+    real = learner_module.os.scandir
+
+    def hidden(path):  # a folder learner code took its permissions from
+        if str(path).endswith("b"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(learner_module.os, "scandir", hidden)
+    assert scratch_bytes(tmp_path) is None
