@@ -167,7 +167,8 @@ def gpu_too_old(device: str = "cuda") -> str | None:
     return (
         f"{name} has compute capability {capability[0]}.{capability[1]}, and this torch build ({torch.__version__}, "
         f"CUDA {torch.version.cuda}) holds GPU kernels for {', '.join(arch_list)} only: its first CUDA op would fail "
-        "with 'no kernel image is available'. Install a torch build whose torch.cuda.get_arch_list() covers it"
+        "with 'no kernel image is available'. Install a torch build whose torch.cuda.get_arch_list() covers it "
+        "(for Volta, PyTorch's CUDA 12.6 builds: the README says how)"
     )
 
 
