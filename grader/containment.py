@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -330,6 +331,31 @@ def tree_usage(worker_pids: set[int]) -> tuple[int, int]:
                 rss += p.memory_info().rss
                 tasks += p.num_threads()
     return rss, tasks
+
+
+def unlinked_bytes(worker_pids: set[int], device: int) -> int | None:
+    """Bytes on disk ``device`` held by files the learner processes keep open after deleting them, which no walk of
+    a folder finds (a file opened, unlinked and written on fills the disk all the same); None where a process's open
+    files cannot be read, so that what it hides counts as much."""
+    total, seen = 0, set()
+    for p in learner_processes(worker_pids):
+        try:
+            fds = os.listdir(f"/proc/{p.pid}/fd")
+        except FileNotFoundError:  # ended meanwhile
+            continue
+        except OSError:
+            return None
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{p.pid}/fd/{fd}")  # the open file itself, deleted or not
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return None
+            if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and st.st_dev == device and (key := st.st_ino) not in seen:
+                seen.add(key)
+                total += st.st_blocks * 512
+    return total
 
 
 def gone(pid: int) -> bool:

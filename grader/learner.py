@@ -476,8 +476,8 @@ class RemoteLearner:
                 "of memory and was stopped: a huge allocation, or tensors kept alive in a list?"
             )
         if scratch is not None and (free := shutil.disk_usage(scratch).free) < floor:
-            now = scratch_bytes(scratch)
-            if filled(None if now is None else now - start[1], start[0] - free):
+            now, hidden = scratch_bytes(scratch), containment.unlinked_bytes(pids, os.stat(scratch).st_dev)
+            if filled(None if now is None or hidden is None else now + hidden - start[1], start[0] - free):
                 return "your code filled the disk and was stopped: it may write only small files"
         return None
 

@@ -104,3 +104,50 @@ def test_a_scratch_folder_is_measured_by_the_blocks_it_holds(tmp_path: Path, mon
 
     monkeypatch.setattr(learner_module.os, "scandir", hidden)
     assert scratch_bytes(tmp_path) is None
+
+
+# learner code that writes to a file it deleted: no walk of its scratch folder finds those bytes
+WRITE_UNLINKED = """
+import os
+
+
+def _hold():
+    held = open("held.bin", "wb")
+    os.unlink("held.bin")
+    held.write(os.urandom(4 * 1024 * 1024))
+    held.flush()
+    os.fsync(held.fileno())
+    return held
+
+
+HELD = _hold()
+"""
+
+
+@pytest.mark.slow
+def test_bytes_written_to_a_deleted_file_still_count_against_their_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open, unlink, write: the disk fills and the scratch folder looks empty. The judge also counts the deleted
+    files its worker's processes hold open (``containment.unlinked_bytes``), here in a real sandboxed worker."""
+    import os
+
+    from grader import containment
+
+    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
+    limits = Limits(memory_bytes=4 << 30, check_timeout_s=30)
+    report = sandbox_report("prefer")
+    with RemoteLearner([WRITE_UNLINKED], "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path) as lrn:
+        lrn.start()
+        assert not lrn.problems, lrn.problems
+        scratch = lrn._scratch
+        assert scratch_bytes_of(scratch) < MiB, "the folder shows nothing"
+        held = containment.unlinked_bytes(lrn.pids(), os.stat(scratch).st_dev)
+        assert held is not None and held >= 4 * MiB, held
+        assert containment.unlinked_bytes(lrn.pids(), os.stat(scratch).st_dev + 1) == 0, "another disk's: not counted"
+
+
+def scratch_bytes_of(folder: Path) -> int:
+    from grader.learner import scratch_bytes
+
+    return scratch_bytes(folder) or 0
