@@ -267,9 +267,8 @@ class _Worker:
     proc: Any
     conn: Any
     log: Path
-    scratch: Path | None = None  # its scratch folder and the free disk below which it is stopped (``disk_floor``)
-    disk_floor: int = 0
-    disk_start: tuple[int, int] = (0, 0)  # free disk, and the folder's bytes, when the folder was made (``filled``)
+    scratch: Path | None = None  # its scratch folder, and the free disk and the folder's bytes when it was made
+    disk_start: tuple[int, int] = (0, 0)  # (the floor is ``disk_floor`` of the first; ``filled`` reads both)
     stopped_because: str | None = None  # why the watch ended it between requests, for the next request to say
     watch_done: threading.Event = field(default_factory=threading.Event)
     group: cgroups.Group | None = None  # its cgroup, where the judge may make one (``grader.cgroups``)
@@ -298,8 +297,7 @@ class RemoteLearner:
         self._next_id = 0
         self._starts = 0
         self._scratch: Path | None = None
-        self._disk_floor = 0  # free bytes below which the worker is stopped (set with each scratch folder)
-        self._disk_start = (0, 0)  # free bytes, and the scratch folder's bytes once seeded (``filled``)
+        self._disk_start = (0, 0)  # free bytes, and the scratch folder's bytes once seeded (``disk_floor``, ``filled``)
         self._quiet = threading.RLock()  # held while anything is timed or asked: the watch never polls then
         self._quiet_depth = 0  # how deep the main thread is in quiet(), frozen() and requests
         self._last_poll = 0.0  # when a poll last ran (the watch's, the wait loop's, or an overdue one)
@@ -320,11 +318,11 @@ class RemoteLearner:
             shutil.rmtree(self._scratch, ignore_errors=True)
         self._scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.workdir))
         free = shutil.disk_usage(self._scratch).free
-        self._disk_floor = disk_floor(free, self.limits.min_free_disk)
+        floor = disk_floor(free, self.limits.min_free_disk)
         if free < self.limits.min_free_disk:
             print(
                 f"grader: only {free / 1024**2:.0f} MiB free on the disk of {self.workdir}: learner code may write "
-                f"{(free - self._disk_floor) / 1024**2:.0f} MiB before it is stopped",
+                f"{(free - floor) / 1024**2:.0f} MiB before it is stopped",
                 file=sys.stderr,
             )
         source, target = (SEED_ROOT, self._scratch) if seeded else (SEED_ROOT / "tmp", self._scratch / "tmp")
@@ -379,9 +377,7 @@ class RemoteLearner:
             proc.start()
         child.close()
         os.set_blocking(parent.fileno(), False)
-        self._worker = _Worker(
-            proc, parent, log, scratch, self._disk_floor, self._disk_start, group=self._group_for(proc.pid)
-        )
+        self._worker = _Worker(proc, parent, log, scratch, self._disk_start, group=self._group_for(proc.pid))
         machine_lock.register_worker(proc.pid)
         threading.Thread(target=self._watch, args=(self._worker,), daemon=True).start()
         saved, self.deadline = self.deadline, time.monotonic() + LOAD_TIMEOUT_S
@@ -456,12 +452,10 @@ class RemoteLearner:
         self.close_worker()
         return WorkerLost(message)
 
-    def _over_limits(
-        self, pids: set[int], scratch: Path | None, floor: int, start: tuple[int, int] = (0, 0)
-    ) -> str | None:
+    def _over_limits(self, pids: set[int], scratch: Path | None, start: tuple[int, int] = (0, 0)) -> str | None:
         """Why the learner processes of the workers ``pids`` must be stopped, or None: too many threads or
-        processes, too much memory, or the disk of ``scratch`` filled past ``floor`` by what they wrote there
-        (``filled``; ``start``: the free disk and the folder's bytes when it was made)."""
+        processes, too much memory, or the disk of ``scratch`` filled past its floor (``disk_floor``) by what they
+        wrote there (``filled``; ``start``: the free disk and the folder's bytes when it was made)."""
         rss, tasks = containment.tree_usage(pids)
         self._last_poll = time.monotonic()
         self.peak_tasks = max(self.peak_tasks, tasks)
@@ -475,6 +469,7 @@ class RemoteLearner:
                 f"the grading process used more than {self.limits.memory_bytes / 1024**3:.1f} GiB "
                 "of memory and was stopped: a huge allocation, or tensors kept alive in a list?"
             )
+        floor = disk_floor(start[0], self.limits.min_free_disk)
         if scratch is not None and (free := shutil.disk_usage(scratch).free) < floor:
             now, hidden = scratch_bytes(scratch), containment.unlinked_bytes(pids, os.stat(scratch).st_dev)
             if filled(None if now is None or hidden is None else now + hidden - start[1], start[0] - free):
@@ -485,7 +480,7 @@ class RemoteLearner:
         """Called while waiting on the worker: stop it if it is over a limit (``_over_limits``), or if the watch
         stopped it between requests."""
         stopped = self._worker.stopped_because if self._worker is not None else None
-        why = stopped or self._over_limits(self.pids(), self._scratch, self._disk_floor, self._disk_start)
+        why = stopped or self._over_limits(self.pids(), self._scratch, self._disk_start)
         if why:
             raise self._lost(why)
 
@@ -533,11 +528,7 @@ class RemoteLearner:
                         containment.end_all({worker.proc.pid})
                         return
                     with machine_lock.unless_timing() as free:  # the kill too: no judge times while it runs
-                        why = (
-                            self._over_limits({worker.proc.pid}, worker.scratch, worker.disk_floor, worker.disk_start)
-                            if free
-                            else None
-                        )
+                        why = self._over_limits({worker.proc.pid}, worker.scratch, worker.disk_start) if free else None
                         if why:
                             worker.stopped_because = why
                             containment.end_all({worker.proc.pid})

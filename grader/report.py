@@ -50,20 +50,22 @@ def build_report(grades: list[NotebookGrade], profile: Profile, thresholds_used:
 
 
 def exercise_totals(report: dict) -> list[dict]:
-    """One row per exercise graded: its notebook, points, and checks passed (for the summary under the table)."""
+    """One row per exercise graded: its notebook, its points as shown (``3/9``, and what the instructor grades
+    where this copy lacks checks) and checks passed as shown (``2/5``), for the summary beside the table."""
     rows = []
     for ex in sorted({c["exercise"] for c in report["checks"]}):
         checks = [c for c in report["checks"] if c["exercise"] == ex]
         notebook = next((nb["notebook"] for nb in report["notebooks"] if nb.get("exercise") == ex), "")
+        elsewhere = sum(c["points"] for c in instructor_only(ex))
+        passed = sum(bool(c["passed"]) for c in checks)
         rows.append(
             {
                 "exercise": ex,
                 "notebook": Path(notebook).name if notebook else "",
-                "points": sum(c["points"] for c in checks),
-                "max_points": sum(c["max_points"] for c in checks),
-                "passed": sum(bool(c["passed"]) for c in checks),
-                "checks": len(checks),
-                "elsewhere": sum(c["points"] for c in instructor_only(ex)),
+                "points": f"{sum(c['points'] for c in checks):g}/{sum(c['max_points'] for c in checks)}"
+                + (f" (+{elsewhere} by your instructor)" if elsewhere else ""),
+                "passed": f"{passed}/{len(checks)}",
+                "style": "green" if passed == len(checks) else "red" if passed == 0 else "yellow",
             }
         )
     return rows
@@ -124,14 +126,7 @@ def print_table(report: dict, console: Console | None = None) -> None:
         for col in ("exercise", "notebook", "points", "checks passed"):
             summary.add_column(col)
         for t in totals:
-            later = f" (+{t['elsewhere']} by your instructor)" if t["elsewhere"] else ""
-            style = "green" if t["passed"] == t["checks"] else "red" if t["passed"] == 0 else "yellow"
-            summary.add_row(
-                t["exercise"],
-                escape(t["notebook"]),
-                f"{t['points']:g}/{t['max_points']}{later}",
-                f"[{style}]{t['passed']}/{t['checks']}[/]",
-            )
+            summary.add_row(t["exercise"], escape(t["notebook"]), t["points"], f"[{t['style']}]{t['passed']}[/]")
         console.print(summary)
     sandbox = report.get("sandbox", "")
     style = "bold red" if sandbox.startswith("NO SANDBOX") else "dim"
@@ -189,11 +184,8 @@ def write_reports(report: dict, json_path: Path) -> list[Path]:
     if len(totals) > 1:  # the summary first, then every check
         md += ["| exercise | notebook | points | checks passed |", "|---|---|---|---|"]
         for t in totals:
-            later = f" (+{t['elsewhere']} by your instructor)" if t["elsewhere"] else ""
             name = t["notebook"].replace("|", "\\|").replace("\n", " ")
-            md.append(
-                f"| {t['exercise']} | {name} | {t['points']:g}/{t['max_points']}{later} | {t['passed']}/{t['checks']} |"
-            )
+            md.append(f"| {t['exercise']} | {name} | {t['points']} | {t['passed']} |")
         md.append("")
     md += [
         "| check | kind | points | result | measured | required | message |",

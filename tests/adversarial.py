@@ -21,8 +21,10 @@ nbgrader must not open, or one handed in again to keep or replace a grade, is in
 a model that is right only with the grader's own copy of a learner's op (exercise 2's second ask) still fails, in
 ``tests/test_judging.py``; a learner id nbgrader reads as a pattern, a half-graded classmate, and a notebook that
 takes nbconvert an hour to render are in ``tests/test_autograde_shares.py``; a format-3 notebook that shows
-Jupyter one set of cells and the grader another is in ``tests/test_loader.py``; a note forged through an exception's
-text is in ``tests/test_restore.py``.
+Jupyter one set of cells and the grader another is in ``tests/test_loader.py`` and, graded, in
+``tests/test_integrity.py``; a note forged through an exception's text is in ``tests/test_restore.py``; a disk
+filled through files deleted while open, or hidden in a folder the judge cannot read, is in
+``tests/test_disk_floor.py``.
 """
 
 from __future__ import annotations

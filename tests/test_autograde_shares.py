@@ -16,15 +16,27 @@ import tools.classroom as classroom  # noqa: E402
 from tools.classroom import gpu_jobs, share_options, shares  # noqa: E402
 
 
-def _stand_in_for_nbgrader(monkeypatch: pytest.MonkeyPatch, fake_nbgrader, gpus: list[str] | None = None) -> None:
-    """``classroom.autograde`` with ``fake_nbgrader`` in nbgrader's place, a sandbox, ``gpus`` (none: a CPU), and no
-    gradebook."""
+class _Gradebook:
+    """The gradebook's one call autograde makes itself: the learners it enrols (nbgrader records the rest)."""
+
+    def __init__(self) -> None:
+        self.students: list[str] = []
+
+    def update_or_create_student(self, student: str) -> None:
+        self.students.append(student)
+
+
+def _stand_in_for_nbgrader(monkeypatch: pytest.MonkeyPatch, fake_nbgrader, gpus: list[str] | None = None) -> _Gradebook:
+    """``classroom.autograde`` with ``fake_nbgrader`` in nbgrader's place, a sandbox, ``gpus`` (none: a CPU), and a
+    stand-in gradebook, returned."""
     report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
+    gradebook = _Gradebook()
     monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
     monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
     monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: gpu_jobs(jobs, gpus) if gpus else (jobs, []))
-    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext())
+    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext(gradebook))
     monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    return gradebook
 
 
 def test_students_are_dealt_round_robin_and_each_share_is_selected_exactly() -> None:
@@ -214,8 +226,9 @@ def test_a_submission_nbgrader_must_not_open_is_listed_in_the_export_and_explain
     earlier.parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(), earlier)
     monkeypatch.setattr(loader, "MAX_JSON_VALUES", 20)
-    _stand_in_for_nbgrader(monkeypatch, lambda course, *args, **_: None)
+    gradebook = _stand_in_for_nbgrader(monkeypatch, lambda course, *args, **_: None)
     classroom.autograde(tmp_path, ["ex00"], jobs=1, force=False)
+    assert sorted(gradebook.students) == ["carol", "mallory"], "enrolled: nbgrader's export gives them a row"
     err = capsys.readouterr().err
     assert "mallory: the submission was not graded (" in err and "scores zero" in err, err
     assert "carol: the latest submission was not graded (" in err and "earlier submission stands" in err, err

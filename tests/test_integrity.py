@@ -115,7 +115,7 @@ def test_static_scan_flags_the_tricks_for_review() -> None:
     assert isinstance(scan_cells(pathological), list)  # the judge scans hostile source without falling over
 
 
-@pytest.mark.parametrize("case", ["no code cells", "huge outputs", "binary garbage"])
+@pytest.mark.parametrize("case", ["no code cells", "huge outputs", "binary garbage", "format 3 hiding a solution"])
 def test_bad_notebooks_get_clear_zeros(tmp_path: Path, case: str) -> None:
     path = tmp_path / SOLUTION_01.name
     ids = ["ex01.smoothed_ce.values", "ex01.builtin.values"]
@@ -128,6 +128,12 @@ def test_bad_notebooks_get_clear_zeros(tmp_path: Path, case: str) -> None:
         code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * (30 * 1024**2))]
         nbformat.write(nb, path)
         want = None
+    elif case == "format 3 hiding a solution":  # red team, session 32: Jupyter shows the worksheets, unsolved
+        shown = nbformat.read(EXERCISE_01, as_version=4)
+        doc = json.loads(nbformat.writes(nbformat.convert(shown, 3), version=3))
+        doc["cells"] = json.loads(nbformat.writes(nbformat.read(SOLUTION_01, as_version=4)))["cells"]
+        path.write_text(json.dumps(doc))
+        want = "not in notebook format 4"
     else:
         path.write_bytes(bytes(range(256)) * 1000)
         want = "not UTF-8"

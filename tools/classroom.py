@@ -702,8 +702,7 @@ def autograde(course: Path, which: list[str] | None, jobs: int, force: bool, uns
         if unreadable:  # in the gradebook, so that nbgrader's export lists them
             with _gradebook(course) as gb:
                 for student in unreadable:
-                    if gb is not None:
-                        gb.update_or_create_student(student)
+                    gb.update_or_create_student(student)
         gradable = [s for s in students if s not in unreadable]
         if not gradable:
             continue
