@@ -63,18 +63,7 @@ from grader.runner import (
     sandbox_report,
 )
 
-SUMMARY_FIELDS = [
-    "student",
-    "exercise",
-    "check",
-    "kind",
-    "points",
-    "max_points",
-    "passed",
-    "measured",
-    "required",
-    "message",
-]
+SUMMARY_FIELDS = ["student", "exercise", *spreadsheet.CHECK_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -254,7 +243,8 @@ def write_summary(out: Path, jobs: list[Job]) -> tuple[Path, Path]:
                             "student": job.student,
                             "exercise": job.exercise,
                             "check": c["id"],
-                            **{k: c[k] for k in SUMMARY_FIELDS[3:]},
+                            **{k: c[k] for k in spreadsheet.CHECK_COLUMNS[1:] if k != "thresholds"},
+                            "thresholds": report["thresholds"] if c["kind"] == "speed" else "",
                         }
                     )
                 )

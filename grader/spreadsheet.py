@@ -11,6 +11,10 @@ check's measured and required values are rounded to what a reader compares (``me
 from __future__ import annotations
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# one row per student and check, the same columns in grader batch's summary.csv and autograde's grades_by_check.csv
+# (after "student" and the exercise, which each file names as its sibling does: scores.csv's "exercise", nbgrader's
+# grades.csv's "assignment"); points are a check's own, as in the score table and the JSON report
+CHECK_COLUMNS = ("check", "kind", "points", "max_points", "passed", "measured", "required", "thresholds", "message")
 SIGNIFICANT = 4  # 1.553 against 1.25, 130.6 against 10, 0.0001235
 
 

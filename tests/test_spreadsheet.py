@@ -31,6 +31,8 @@ def test_the_batch_summary_writes_a_learners_formula_as_text(tmp_path: Path) -> 
     (row,) = csv.DictReader(summary.open())
     assert row["message"] == "'" + LEAK and row["student"].startswith("'=cmd")
     assert row["measured"] == "-0.5", "a number is not text: it keeps its sign"
+    assert list(row) == ["student", "exercise", *spreadsheet.CHECK_COLUMNS], "grades_by_check.csv's columns"
+    assert row["thresholds"] == "", "a structure check has no speed thresholds"
     (total,) = csv.DictReader(scores.open())
     assert total["integrity"] == "'=1+1" and total["score"] == "0"
 
@@ -50,3 +52,4 @@ def test_a_checks_measured_and_required_values_are_rounded_but_never_to_a_false_
     summary, _ = write_summary(tmp_path, [Job("bob", "ex01", tmp_path / "nb", "0", report)])
     (row,) = csv.DictReader(summary.open())
     assert (row["measured"], row["required"]) == ("4.99996", "5.0")
+    assert row["thresholds"] == "t", "a speed check names the thresholds it was graded against"

@@ -426,7 +426,7 @@ def test_export_writes_totals_and_one_row_per_check(flow) -> None:
     }
     assert totals == {learner: float(sum(exp.values())) for learner, (_, exp, _) in LEARNERS.items()}
     rows = list(csv.DictReader((flow["course"] / "grades_by_check.csv").open()))
-    assert {(r["student"], r["check"]): float(r["score"]) for r in rows if r["assignment"] == "ex02"} == {
+    assert {(r["student"], r["check"]): float(r["points"]) for r in rows if r["assignment"] == "ex02"} == {
         (learner, cid): float(p) for learner, (_, exp, _) in LEARNERS.items() for cid, p in exp.items()
     }
 

@@ -884,8 +884,8 @@ def autograde_summary(course: Path, graded: list[str]) -> list[str]:
     for row in graded_scores(course):
         if row["assignment"] in graded:
             total = totals.setdefault((row["assignment"], row["student"]), [0.0, 0.0, 0])
-            total[0] += float(row["score"] or 0)
-            total[1] += float(row["max_score"] or 0)
+            total[0] += float(row["points"] or 0)
+            total[1] += float(row["max_points"] or 0)
             total[2] += row["passed"] is False
     width = max((len(student) for _, student in totals), default=0)
     return [
@@ -964,8 +964,9 @@ def graded_scores(course: Path) -> list[dict]:
                                 "student": student.id,
                                 "assignment": assignment.name,
                                 "check": cell.name.replace("-", "."),
-                                "score": grade.score,
-                                "max_score": grade.max_score,
+                                "kind": record.get("kind", ""),
+                                "points": grade.score,
+                                "max_points": grade.max_score,
                                 "passed": record.get("passed"),
                                 "measured": record.get("measured"),
                                 "required": record.get("required"),
@@ -1098,7 +1099,7 @@ def feedback(course: Path) -> list[Path]:
     refused = refused_submissions(course)
     scores: dict[tuple[str, str], dict[str, float]] = {}
     for row in rows:
-        scores.setdefault((row["student"], row["assignment"]), {})[row["check"]] = row["score"]
+        scores.setdefault((row["student"], row["assignment"]), {})[row["check"]] = row["points"]
     written = []
     index: dict[str, list[str]] = {}
     for path in sorted((course / "autograded").glob("*/ex[0-9][0-9]/*.ipynb")):
@@ -1182,19 +1183,7 @@ def export(course: Path, which: list[str] | None = None) -> tuple[Path, Path]:
                     "notes": refused_note(course, assignment, student, why),
                 }
             )
-    fields = [
-        "student",
-        "assignment",
-        "check",
-        "score",
-        "max_score",
-        "passed",
-        "measured",
-        "required",
-        "thresholds",
-        "message",
-        "notes",
-    ]
+    fields = ["student", "assignment", *spreadsheet.CHECK_COLUMNS, "notes"]
     with by_check.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
