@@ -28,7 +28,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from grader.loader import nbgrader_metadata
 from grader.restore import add_notes_cell, read_notes, restore_locked_cells
 
-UNSANDBOXED_ENV = "GRADER_UNSANDBOXED"  # set by `tools/classroom.py autograde --unsandboxed`
+UNSANDBOXED_ENV = "GRADER_UNSANDBOXED"  # set by `make autograde UNSANDBOXED=1` (tools/classroom/autograde.py)
 
 
 def _released(preprocessor: NbGraderPreprocessor, resources: dict) -> Path:

@@ -164,6 +164,6 @@ def instructor_index(exercise: str) -> dict[str, Any]:
             }
         checks.append(entry)
     return {
-        "generated": "by `make release` (tools/classroom.py) from the grader's hidden checks; do not edit",
+        "generated": "by `make release` (tools/classroom/release.py) from the grader's hidden checks; do not edit",
         "checks": checks,
     }

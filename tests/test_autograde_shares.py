@@ -12,8 +12,13 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
 
-import tools.classroom as classroom  # noqa: E402
-from tools.classroom import gpu_jobs, share_options, shares  # noqa: E402
+import tools.classroom.autograde as autograding  # noqa: E402
+import tools.classroom.collect as collecting  # noqa: E402
+import tools.classroom.course as courses  # noqa: E402
+import tools.classroom.export as exporting  # noqa: E402
+import tools.classroom.feedback as feedbacks  # noqa: E402
+import tools.classroom.learners as learners  # noqa: E402
+from tools.classroom.autograde import gpu_jobs, share_options, shares  # noqa: E402
 
 
 class _Gradebook:
@@ -32,10 +37,10 @@ def _stand_in_for_nbgrader(monkeypatch: pytest.MonkeyPatch, fake_nbgrader, gpus:
     report = type("Report", (), {"describe": lambda self: "sandboxed (test)"})()
     gradebook = _Gradebook()
     monkeypatch.setattr("grader.runner.sandbox_report", lambda policy: report)
-    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
-    monkeypatch.setattr(classroom, "gpu_jobs", lambda jobs: gpu_jobs(jobs, gpus) if gpus else (jobs, []))
-    monkeypatch.setattr(classroom, "_gradebook", lambda course: contextlib.nullcontext(gradebook))
-    monkeypatch.setattr(classroom, "autograde_summary", lambda course, graded: [])
+    monkeypatch.setattr(autograding, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(autograding, "gpu_jobs", lambda jobs: gpu_jobs(jobs, gpus) if gpus else (jobs, []))
+    monkeypatch.setattr(autograding, "gradebook", lambda course: contextlib.nullcontext(gradebook))
+    monkeypatch.setattr(autograding, "autograde_summary", lambda course, graded: [])
     return gradebook
 
 
@@ -85,7 +90,7 @@ def test_no_two_nbgrader_processes_share_a_gpu(tmp_path: Path, monkeypatch: pyte
             del holders[gpu]
 
     _stand_in_for_nbgrader(monkeypatch, fake_nbgrader, gpus=["0", "1"])
-    classroom.autograde(tmp_path, ["ex01"], jobs=3, force=False)
+    autograding.autograde(tmp_path, ["ex01"], jobs=3, force=False)
     assert len(seen) == len(students) and set(seen) == {"0", "1"}
 
 
@@ -107,7 +112,7 @@ def test_an_assignment_nbgrader_fails_on_does_not_stop_the_others(
 
     _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
     with pytest.raises(SystemExit, match=r"(?s)nbgrader reported errors.*ex00: `nbgrader autograde ex00` failed"):
-        classroom.autograde(tmp_path, ["ex00", "ex05"], jobs=jobs, force=False)
+        autograding.autograde(tmp_path, ["ex00", "ex05"], jobs=jobs, force=False)
     assert "ex05" in graded, "the assignment after the one that failed was never graded"
 
 
@@ -134,7 +139,7 @@ def test_a_notebook_nbgrader_must_not_open_is_left_out_and_the_class_is_graded(
         selected.append(list(args[2:]))
 
     _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
-    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    autograding.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     excluded = "--CourseDirectory.student_id_exclude="
     graded = set()
     for options in selected:
@@ -180,27 +185,27 @@ def test_a_notebook_handed_in_again_after_grading_is_graded_again(
                 graded.append(student)
 
     _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
-    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    autograding.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     assert sorted(graded) == everyone
     graded.clear()
-    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    autograding.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     assert graded == [], "nothing was handed in again, so nothing is graded again"
     (tmp_path / "submitted" / "bob" / "ex00" / name).write_text('{"cells": [], "by": "bob, fixed"}')
     capsys.readouterr()
-    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    autograding.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     assert graded == ["bob"], graded
     assert "handed in again since graded, so graded again: bob" in capsys.readouterr().out
     graded.clear()
-    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=True)
+    autograding.autograde(tmp_path, ["ex00"], jobs=jobs, force=True)
     assert sorted(graded) == everyone, "FORCE=1 still regrades the whole class"
     # a class graded before autograde kept a record: taken as graded as it is, and said so; resubmissions after that
     # are caught
     (tmp_path / ".tcip-autograded.json").unlink()
     graded.clear()
-    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    autograding.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     assert graded == [] and "FORCE=1` once" in capsys.readouterr().out
     (tmp_path / "submitted" / "carol" / "ex00" / name).write_text('{"cells": [], "by": "carol, fixed"}')
-    classroom.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
+    autograding.autograde(tmp_path, ["ex00"], jobs=jobs, force=False)
     assert graded == ["carol"], graded
 
 
@@ -227,33 +232,34 @@ def test_a_submission_nbgrader_must_not_open_is_listed_in_the_export_and_explain
     nbformat.write(nbformat.v4.new_notebook(), earlier)
     monkeypatch.setattr(loader, "MAX_JSON_VALUES", 20)
     gradebook = _stand_in_for_nbgrader(monkeypatch, lambda course, *args, **_: None)
-    classroom.autograde(tmp_path, ["ex00"], jobs=1, force=False)
+    autograding.autograde(tmp_path, ["ex00"], jobs=1, force=False)
     assert sorted(gradebook.students) == ["carol", "mallory"], "enrolled: nbgrader's export gives them a row"
     err = capsys.readouterr().err
     assert "mallory: the submission was not graded (" in err and "scores zero" in err, err
     assert "carol: the latest submission was not graded (" in err and "earlier submission stands" in err, err
-    assert set(classroom.refused_submissions(tmp_path)["ex00"]) == {"carol", "mallory"}
+    assert set(learners.refused_submissions(tmp_path)["ex00"]) == {"carol", "mallory"}
 
     def fake_export(course: Path, *args: str, **_: object) -> None:
         if args[0] == "export":
             Path(args[1].split("=", 1)[1]).write_text("assignment,student_id,score\nex00,bob,9\n")
 
-    monkeypatch.setattr(classroom, "nbgrader", fake_export)
-    monkeypatch.setattr(classroom, "graded_scores", lambda course: [])
-    _, by_check = classroom.export(tmp_path)
+    for module in (exporting, feedbacks):
+        monkeypatch.setattr(module, "nbgrader", fake_export)
+        monkeypatch.setattr(module, "graded_scores", lambda course: [])
+    _, by_check = exporting.export(tmp_path)
     rows = {r["student"]: r for r in csv.DictReader(by_check.open())}
     assert rows["mallory"]["check"] == "submission" and "JSON values" in rows["mallory"]["message"]
     assert "scores zero" in rows["mallory"]["notes"] and "earlier submission stands" in rows["carol"]["notes"]
     assert "bob" not in rows
-    classroom.feedback(tmp_path)
+    feedbacks.feedback(tmp_path)
     page = (tmp_path / "feedback" / "mallory" / "ex00" / "checks.html").read_text()
     assert "ex00: not graded" in page and "JSON values" in page and "<table>" not in page
     assert "earlier submission stands" in (tmp_path / "feedback" / "carol" / "ex00" / "checks.html").read_text()
     assert "not graded" in (tmp_path / "feedback" / "mallory" / "index.html").read_text()
     (tmp_path / "submitted" / "mallory" / "ex00" / name).write_text('{"cells": []}')  # handed in again, readable
-    monkeypatch.setattr(classroom, "nbgrader", lambda course, *args, **_: None)
-    classroom.autograde(tmp_path, ["ex00"], jobs=1, force=False)
-    assert set(classroom.refused_submissions(tmp_path)["ex00"]) == {"carol"}
+    monkeypatch.setattr(autograding, "nbgrader", lambda course, *args, **_: None)
+    autograding.autograde(tmp_path, ["ex00"], jobs=1, force=False)
+    assert set(learners.refused_submissions(tmp_path)["ex00"]) == {"carol"}
 
 
 def test_a_learner_id_nbgrader_reads_as_a_pattern_is_refused_and_a_half_graded_classmate_is_graded_again(
@@ -269,7 +275,7 @@ def test_a_learner_id_nbgrader_reads_as_a_pattern_is_refused_and_a_half_graded_c
         (source / student).mkdir(parents=True)
         (source / student / name).write_text('{"nbformat": 4, "cells": []}')
     course = tmp_path / "course"
-    assert classroom.collect(course, source) == 2
+    assert collecting.collect(course, source) == 2
     err = capsys.readouterr().err
     assert "'*' holds *, which nbgrader reads as a file pattern" in err and "'b[o]b' holds [ ]" in err, err
     (course / "submitted" / "*" / "ex00").mkdir(parents=True)  # handed in through nbgrader's exchange instead
@@ -294,18 +300,18 @@ def test_a_learner_id_nbgrader_reads_as_a_pattern_is_refused_and_a_half_graded_c
                     (done / name).write_text("{}")
 
     _stand_in_for_nbgrader(monkeypatch, fake_nbgrader)
-    classroom.autograde(course, ["ex00"], jobs=1, force=False)
+    autograding.autograde(course, ["ex00"], jobs=1, force=False)
     out, err = capsys.readouterr()
     assert "left half graded by an earlier run, so graded again: alice" in out, out
     assert all("*" not in option for call in calls for option in call if option.startswith("--student=")), calls
     assert "'*' holds *" in err and not (course / "autograded" / "*").exists()
-    ledger = classroom.GradedLedger(course)
+    ledger = autograding.GradedLedger(course)
     assert ledger.get("ex00", "bob") and ledger.get("ex00", "alice") is None, "alice's notebook was never written"
     fail_alice[0] = False
     calls.clear()
-    classroom.autograde(course, ["ex00"], jobs=1, force=False)
+    autograding.autograde(course, ["ex00"], jobs=1, force=False)
     assert (course / "autograded" / "alice" / "ex00" / name).is_file() and calls
-    assert classroom.GradedLedger(course).get("ex00", "alice")
+    assert autograding.GradedLedger(course).get("ex00", "alice")
 
 
 def test_a_notebook_nbconvert_takes_minutes_to_render_costs_only_its_own_page(
@@ -336,11 +342,11 @@ def test_a_notebook_nbconvert_takes_minutes_to_render_costs_only_its_own_page(
         (out / "00_orientation.html").write_text("<html></html>")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(classroom.subprocess, "run", slow_run)
-    monkeypatch.setattr(classroom, "graded_scores", lambda course: [])
-    classroom.feedback(tmp_path)
-    budget = classroom.FEEDBACK_START_SECONDS + 3 * classroom.FEEDBACK_SECONDS
-    assert runs == [("class", budget)] + [(s, classroom.FEEDBACK_START_SECONDS) for s in ("alice", "bob", "mallory")]
+    monkeypatch.setattr(subprocess, "run", slow_run)
+    monkeypatch.setattr(feedbacks, "graded_scores", lambda course: [])
+    feedbacks.feedback(tmp_path)
+    budget = feedbacks.FEEDBACK_START_SECONDS + 3 * feedbacks.FEEDBACK_SECONDS
+    assert runs == [("class", budget)] + [(s, feedbacks.FEEDBACK_START_SECONDS) for s in ("alice", "bob", "mallory")]
     err = capsys.readouterr().err
     assert f"took over {budget:g} s and was stopped; rendering each learner's notebook alone" in err, err
     assert "ex00  mallory: `nbgrader generate_feedback ex00 --force --student=mallory` took over 60 s" in err, err
@@ -353,6 +359,19 @@ def test_nbgrader_runs_with_its_own_sqlalchemy_warnings_silenced_and_the_instruc
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PYTHONWARNINGS", "error::DeprecationWarning")
-    assert classroom.course_env()["PYTHONWARNINGS"] == "error::DeprecationWarning,ignore::Warning:nbgrader.api"
+    assert courses.course_env()["PYTHONWARNINGS"] == "error::DeprecationWarning,ignore::Warning:nbgrader.api"
     monkeypatch.delenv("PYTHONWARNINGS")
-    assert classroom.course_env()["PYTHONWARNINGS"] == "ignore::Warning:nbgrader.api"
+    assert courses.course_env()["PYTHONWARNINGS"] == "ignore::Warning:nbgrader.api"
+
+
+def test_the_gradebook_summary_adds_up_each_learners_points_and_failed_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines ``make autograde`` ends with, from the rows ``make export`` writes (the same columns)."""
+    rows = [
+        {"student": "alice", "assignment": "ex02", "check": "ex02.a", "points": 2.0, "max_points": 2, "passed": True},
+        {"student": "alice", "assignment": "ex02", "check": "ex02.b", "points": 0.0, "max_points": 3, "passed": False},
+        {"student": "bob", "assignment": "ex03", "check": "ex03.a", "points": 1.0, "max_points": 1, "passed": True},
+    ]
+    monkeypatch.setattr(autograding, "graded_scores", lambda course: rows)
+    assert autograding.autograde_summary(Path("course"), ["ex02"]) == ["  ex02  alice  2 / 5 points, 1 check(s) failed"]
+    monkeypatch.setattr(autograding, "graded_scores", lambda course: [])
+    assert autograding.autograde_summary(Path("course"), ["ex02"]) == ["  nothing graded yet"]

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
 
-from tools import classroom  # noqa: E402
+import tools.classroom.course as courses  # noqa: E402
 
 
 def test_nbgrader_imports_the_grader_of_the_checkout_it_was_started_from(tmp_path: Path, monkeypatch) -> None:
@@ -21,11 +21,11 @@ def test_nbgrader_imports_the_grader_of_the_checkout_it_was_started_from(tmp_pat
     (clone / "grader" / "__init__.py").write_text("")
     course = tmp_path / "course"
     course.mkdir()
-    monkeypatch.setattr(classroom, "ROOT", clone)
+    monkeypatch.setattr(courses, "ROOT", clone)
     found = subprocess.run(
         [sys.executable, "-c", "import grader; print(grader.__file__)"],
         cwd=course,
-        env=classroom.course_env(),
+        env=courses.course_env(),
         capture_output=True,
         text=True,
         check=True,
@@ -38,4 +38,4 @@ def test_a_course_config_that_fails_to_load_stops_nbgrader(tmp_path: Path) -> No
     each submission by running it in a kernel, unsandboxed, instead of the grader's isolated runner."""
     (tmp_path / "nbgrader_config.py").write_text('raise ImportError("a broken course config")\n')
     with pytest.raises(SystemExit, match="a broken course config"):
-        classroom.nbgrader(tmp_path, "db", "student", "list", quiet=True)
+        courses.nbgrader(tmp_path, "db", "student", "list", quiet=True)

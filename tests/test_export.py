@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
 
-import tools.classroom as classroom  # noqa: E402
+import tools.classroom.export as exporting  # noqa: E402
 from grader import spreadsheet  # noqa: E402
 
 
@@ -23,12 +23,12 @@ def test_export_keeps_only_the_assignments_asked_for(tmp_path: Path, monkeypatch
             csv.writer(fh).writerows(rows)
 
     checks = [{"student": "alice", "assignment": a, "check": f"{a}.x", "points": 1} for a in ("ex00", "ex01", "ex02")]
-    monkeypatch.setattr(classroom, "nbgrader", fake_nbgrader)
-    monkeypatch.setattr(classroom, "graded_scores", lambda course: checks)
-    grades, by_check = classroom.export(tmp_path, ["ex00", "ex02"])
+    monkeypatch.setattr(exporting, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(exporting, "graded_scores", lambda course: checks)
+    grades, by_check = exporting.export(tmp_path, ["ex00", "ex02"])
     assert [r["assignment"] for r in csv.DictReader(grades.open())] == ["ex00", "ex02"]
     assert [r["assignment"] for r in csv.DictReader(by_check.open())] == ["ex00", "ex02"]
     header = next(csv.reader(by_check.open()))
     assert header == ["student", "assignment", *spreadsheet.CHECK_COLUMNS, "notes"], "the batch summary's columns"
-    grades, by_check = classroom.export(tmp_path)
+    grades, by_check = exporting.export(tmp_path)
     assert [r["assignment"] for r in csv.DictReader(grades.open())] == ["ex00", "ex01", "ex02"]

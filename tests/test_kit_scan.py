@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
 
-from tools.classroom import _closed_imports, forbidden_definitions, kit_files  # noqa: E402
+from tools.classroom.kit_contents import kit_files  # noqa: E402
+from tools.classroom.kit_scan import _closed_imports, forbidden_definitions  # noqa: E402
 
 
 def test_no_shipped_module_defines_an_interface_name_or_a_reference_function(tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ def test_the_kit_readme_promises_timed_checks_only_where_the_kit_holds_some(monk
     from types import SimpleNamespace
 
     from grader import registry
-    from tools.classroom import kit_timing_line
+    from tools.classroom.kit_templates import kit_timing_line
 
     assert "untimed" in kit_timing_line() and "FULL=1" not in kit_timing_line()  # no public check is timed today
     timed = SimpleNamespace(id="ex09.fast", kind="speed", public=True)

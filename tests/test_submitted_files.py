@@ -74,10 +74,10 @@ def test_collect_copies_notebooks_only_and_never_what_a_link_points_to(
     tmp_path: Path, secret: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
-    from tools import classroom
+    from tools.classroom.collect import collect
 
     folder, course = _class(tmp_path, secret), tmp_path / "course"
-    assert classroom.collect(course, folder) == 1
+    assert collect(course, folder) == 1
     submitted = sorted(p.relative_to(course).as_posix() for p in course.rglob("*.ipynb"))
     assert submitted == [f"submitted/honest/ex01/{NOTEBOOK}"]
     err = capsys.readouterr().err

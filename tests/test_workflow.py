@@ -179,7 +179,7 @@ def _batch(py: list[str], course: Path, out: Path) -> list[str]:
 def _autograded_record(course: Path, learner: str, check_id: str) -> dict:
     """The check record ``make autograde`` wrote into ``learner``'s graded notebook, read as ``make feedback``
     reads it."""
-    from tools.classroom import check_records
+    from tools.classroom.records import check_records
 
     records, _ = check_records(course / "autograded" / learner / "ex02" / "02_graph_breaks.ipynb")
     return records[check_id]
