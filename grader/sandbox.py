@@ -19,6 +19,8 @@ From then on that process and everything it starts:
   own scheduling class, change file modes, owners, times or extended attributes, mount, load modules, use
   io_uring, BPF or perf events, or set the clock (seccomp; these are the ways a process of the same user
   could slow the grader's own timing or damage files it may read);
+* cannot hold memory that no process maps (``memfd_create``) or that outlives it (System V shared memory,
+  message queues and semaphores, POSIX message queues: seccomp);
 * cannot leave its own process tree: ``clone`` with ``CLONE_PARENT`` (a process that would be the worker's
   sibling, which the judge neither freezes while it times nor ends with the worker) is refused, and the worker
   is a child subreaper, so a double-forked daemon comes back to it.
@@ -129,6 +131,24 @@ DENIED = (
     # part of, and RLIMIT_DATA does not count them; a red-team note (session 15) found this way around both
     "memfd_create",
     "memfd_secret",
+    # System V and POSIX IPC objects outlive every process (red team, session 33: eight 128 MiB System V segments,
+    # written and detached, stayed in memory after the worker, its cgroup and the judge had ended, counted in no
+    # RSS); nothing torch or the grader does needs them (its shared memory is files, which Landlock confines)
+    "shmget",
+    "shmat",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "ipc",
+    "mq_open",
+    "mq_timedsend",
+    "mq_notify",
+    "mq_getsetattr",
 )
 OWN_ONLY = ("sched_setaffinity", "prlimit64")  # allowed on the calling process (pid 0), refused on any other
 NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET

@@ -6,6 +6,7 @@ judge's side of the wire is fed malformed, oversized, half-sent and unsolicited 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -93,6 +94,24 @@ def clone_as_sibling() -> None:
         raise OSError(err, os.strerror(err))
 
 
+def _ipc(make: str, control: str, *args: int) -> None:
+    """Make a System V IPC object (``IPC_PRIVATE``, ``IPC_CREAT``): OSError if refused; removed again if made, since
+    it would outlive the test (red team, session 33)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    made = getattr(libc, make)(*args)
+    if made == -1:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    getattr(libc, control)(made, *([0] if control == "semctl" else []), 0, None)  # IPC_RMID
+
+
+def _posix_queue() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = f"/grader-test-{os.getpid()}".encode()
+    if libc.mq_open(name, os.O_CREAT | os.O_RDWR, 0o600, None) == -1:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    libc.mq_unlink(name)
+
+
 @needs_sandbox
 def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) -> None:
     judge = os.getpid()
@@ -130,6 +149,10 @@ def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) ->
             "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
             "start a process outside its tree": clone_as_sibling,
             "hold memory outside its RSS (memfd)": lambda: os.memfd_create("hidden"),
+            "System V shared memory": lambda: _ipc("shmget", "shmctl", 0, 4096, 0o1600),
+            "a System V message queue": lambda: _ipc("msgget", "msgctl", 0, 0o1600),
+            "a System V semaphore": lambda: _ipc("semget", "semctl", 0, 1, 0o1600),
+            "a POSIX message queue": _posix_queue,
         }
     )
     sink.setblocking(False)
