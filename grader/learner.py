@@ -121,6 +121,17 @@ def scratch_bytes(folder: Path, cap: int = SCRATCH_ENTRIES) -> int | None:
     return total
 
 
+def log_bytes(workdir: Path) -> int:
+    """Bytes on disk in the logs of the workers in ``workdir``, which hold whatever learner code printed (up to the
+    file-size limit each): outside the scratch folder, yet written by the learner (red team, session 33: 500 MiB to
+    stdout per worker, four workers, and no one was blamed for the disk)."""
+    total = 0
+    for log in workdir.glob("worker-*.log"):
+        with contextlib.suppress(FileNotFoundError):
+            total += log.stat().st_blocks * 512
+    return total
+
+
 def filled(grew: int | None, went: int) -> bool:
     """Whether a worker whose scratch folder grew by ``grew`` bytes (None: too many files to count) is the one that
     took the disk below its floor, ``went`` bytes having gone from it since the folder was made. The floor is the
@@ -356,6 +367,8 @@ class RemoteLearner:
         self.close_worker()
         scratch = self._new_scratch(seeded=not fresh) if fresh or self._scratch is None else self._scratch
         self._starts += 1
+        for old in self.workdir.glob("worker-*.log"):  # read already: a worker that died has said why
+            old.unlink(missing_ok=True)
         log = self.workdir / f"worker-{self._starts}.log"
         config = {
             "scratch": str(scratch),
@@ -455,7 +468,8 @@ class RemoteLearner:
     def _over_limits(self, pids: set[int], scratch: Path | None, start: tuple[int, int] = (0, 0)) -> str | None:
         """Why the learner processes of the workers ``pids`` must be stopped, or None: too many threads or
         processes, too much memory, or the disk of ``scratch`` filled past its floor (``disk_floor``) by what they
-        wrote there (``filled``; ``start``: the free disk and the folder's bytes when it was made)."""
+        wrote there or printed to their log (``filled``; ``start``: the free disk and the folder's bytes when it was
+        made)."""
         rss, tasks = containment.tree_usage(pids)
         self._last_poll = time.monotonic()
         self.peak_tasks = max(self.peak_tasks, tasks)
@@ -472,7 +486,8 @@ class RemoteLearner:
         floor = disk_floor(start[0], self.limits.min_free_disk)
         if scratch is not None and (free := shutil.disk_usage(scratch).free) < floor:
             now, hidden = scratch_bytes(scratch), containment.unlinked_bytes(pids, os.stat(scratch).st_dev)
-            if filled(None if now is None or hidden is None else now + hidden - start[1], start[0] - free):
+            printed = log_bytes(self.workdir)
+            if filled(None if now is None or hidden is None else now + hidden + printed - start[1], start[0] - free):
                 return "your code filled the disk and was stopped: it may write only small files"
         return None
 

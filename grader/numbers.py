@@ -3,6 +3,8 @@ lines, the feedback pages and the checks' own messages."""
 
 from __future__ import annotations
 
+import math
+
 
 def distinct(measured: float, required: float) -> tuple[str, str]:
     """``measured`` and ``required`` as ``1.25x``, with a third or fourth decimal where two would print a
@@ -20,5 +22,15 @@ def format_value(value: float | None, kind: str, other: float | None = None) -> 
     if value is None:
         return "-"
     if kind != "speed":
-        return f"{value:g}"
+        return _plain(value)
     return distinct(value, other)[0] if other is not None else f"{value:.2f}x"
+
+
+def _plain(value: float) -> str:
+    """``value`` as ``%g`` prints it; an int too large for a float (a learner's answer of 10**400: red team, session
+    33, whose report and nbgrader's graded notebook were lost to an OverflowError) by its order of magnitude."""
+    try:
+        return f"{value:g}"
+    except OverflowError:
+        exponent = math.floor(math.log10(abs(int(value))))  # log10 takes ints of any size
+        return f"{'-' if value < 0 else ''}about 1e{exponent}"

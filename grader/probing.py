@@ -11,6 +11,7 @@ Probes ship in the learner kit: in-notebook public checks run them in the learne
 
 from __future__ import annotations
 
+import math
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from coursekit import traffic
+from grader.protocol import MAX_LEARNER_INT
 
 PROBES: dict[str, Callable[[Call], Reply]] = {}
 
@@ -117,6 +119,18 @@ def plain_on_device(value: Any, what: str) -> torch.Tensor:
 def plain(value: Any, what: str) -> torch.Tensor:
     """``value`` checked to be a plain tensor (a subclass can defer or fake its values), detached on the CPU."""
     return plain_on_device(value, what).detach().cpu()
+
+
+def learner_int(value: Any, what: str, hint: str = "") -> int:
+    """``value``, a number learner code returned, checked to be a plain int the judge can print and compute with (at
+    most ``MAX_LEARNER_INT`` either way): a learner's ``10**400`` is their mistake, said here, never a reply the judge
+    refuses as tampering."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise Failure(f"{what} returned {value!r:.60}, not an int. {hint}".strip())
+    if abs(value) > MAX_LEARNER_INT:
+        digits = math.floor(math.log10(abs(value))) + 1  # str() refuses ints of over 4,300 digits
+        raise Failure(f"{what} returned an int of about {digits} digits. {hint}".strip())
+    return int(value)
 
 
 def ordinal(n: int) -> str:

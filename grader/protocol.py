@@ -28,6 +28,8 @@ PREFIX = struct.Struct("<IQ")
 MAX_HEADER_BYTES = 16 * 1024**2
 MAX_MESSAGE_BYTES = 1024**3  # a full-profile batch of images, or a model's gradients, with room to spare
 MAX_TEXT = 2000  # characters kept of any text a worker sends (messages, source lines)
+MAX_INT_DIGITS = 18  # the longest integer a reply may hold (red team, session 33: a count of 10**400)
+MAX_LEARNER_INT = 2**53  # the largest number a probe passes on from learner code (``grader.probing.learner_int``)
 ERROR_KINDS = ("missing", "not_implemented", "assertion", "exception", "unsettled")
 
 
@@ -64,7 +66,9 @@ def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     if head_len > MAX_HEADER_BYTES or PREFIX.size + head_len + body_len != len(data):
         raise ProtocolError("a message's length prefix does not match its size")
     try:
-        header = json.loads(data[PREFIX.size : PREFIX.size + head_len])
+        header = json.loads(data[PREFIX.size : PREFIX.size + head_len], parse_int=_bounded_int)
+    except HugeInt as exc:
+        raise ProtocolError(str(exc)) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"a message header is not JSON ({exc})") from None
     except RecursionError:  # JSON nested deeper than the parser recurses: no probe sends that
@@ -78,6 +82,19 @@ def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         except Exception as exc:  # noqa: BLE001 - any parse failure is a malformed message
             raise ProtocolError(f"a message's tensors are not valid safetensors ({type(exc).__name__})") from None
     return header, tensors
+
+
+class HugeInt(ValueError):
+    """An integer no probe sends."""
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer, at most ``MAX_INT_DIGITS`` digits: probes send counts, sizes and seeds, and check a learner's
+    numbers against ``MAX_LEARNER_INT`` first (``grader.probing.learner_int``); a larger one reaches the judge only
+    from a worker that tampered with its replies, and would overflow where the judge prints it or sizes a tensor."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise HugeInt(f"a reply holds an integer of {len(text.lstrip('-'))} digits, where probes send at most 18")
+    return int(text)
 
 
 def clip(text: Any, limit: int = MAX_TEXT) -> str:

@@ -86,6 +86,26 @@ def test_a_classmate_who_wrote_little_is_not_stopped_for_anothers_files(
         learner._check_limits()
 
 
+def test_what_learner_code_prints_to_its_workers_log_counts_against_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team, session 33: 500 MiB printed at load, and a worker ended in each check so that the next started with
+    a log of its own: the disk filled from outside the scratch folder, and no one was to blame. A new worker's start
+    removes the old logs, and what the current one holds counts as written."""
+    free, wrote = [40 * 1024 * MiB], [0]
+    learner = _learner_on_a_disk(tmp_path, monkeypatch, free, wrote)
+    (tmp_path / "worker-1.log").write_bytes(b"x" * MiB)
+    (tmp_path / "notes.txt").write_bytes(b"x" * MiB)
+    assert MiB <= learner_module.log_bytes(tmp_path) < 2 * MiB, "the workers' logs, nothing else"
+    printed = [0]
+    monkeypatch.setattr(learner_module, "log_bytes", lambda workdir: printed[0])
+    free[0] = MIN_FREE_DISK - MiB
+    learner._check_limits()  # someone else's files
+    printed[0] = 10 * 1024 * MiB
+    with pytest.raises(WorkerLost, match="filled the disk"):
+        learner._check_limits()
+
+
 def test_a_scratch_folder_is_measured_by_the_blocks_it_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from grader.learner import scratch_bytes
 

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from coursekit.lessons.orientation.givens import graph_calls
-from grader.probing import Call, Failure, Reply, learner_call, plain, probe
+from grader.probing import Call, Failure, Reply, learner_call, learner_int, ordinal, plain, probe
 
 CAPTURE_HINT = (
     "Compile fn with a backend of your own, `def backend(gm, example_inputs)`, that keeps the "
@@ -98,16 +98,12 @@ def _counts(call: Call, fn_name: str, specs: list[list[dict]], dynamic: bool | N
     calls = [build_call(spec) for spec in specs]
     count_compiles = call.get("count_compiles")
     got = learner_call(lambda: count_compiles(FUNCTIONS[fn_name], calls, dynamic=dynamic), (), "count_compiles")
-    if (
-        not isinstance(got, (list, tuple))
-        or len(got) != len(calls)
-        or not all(isinstance(n, int) and not isinstance(n, bool) for n in got)
-    ):
+    if not isinstance(got, (list, tuple)) or len(got) != len(calls):
         raise Failure(
             f"count_compiles must return a list of {len(calls)} ints (graphs compiled so far after each "
             f"call), got {got!r:.200}. {COUNT_HINT}"
         )
-    return [int(n) for n in got]
+    return [learner_int(n, f"count_compiles (its {ordinal(i + 1)} count)", COUNT_HINT) for i, n in enumerate(got)]
 
 
 @probe("ex00.counts")

@@ -10,7 +10,7 @@ from torch import nn
 from coursekit.explain import break_count, short_reason
 from coursekit.models import ToyConvNet
 from coursekit.traffic import watch_traffic
-from grader.probing import Call, Failure, Reply, learner_call, op_calls, plain, probe, stage_timed
+from grader.probing import Call, Failure, Reply, learner_call, learner_int, op_calls, plain, probe, stage_timed
 
 
 def build_loss(call: Call) -> Callable:
@@ -86,6 +86,17 @@ def costs_input(reads: int, columns: int, seed: int) -> torch.Tensor:
     return torch.randn(reads + 2, columns + 1, generator=torch.Generator().manual_seed(seed))
 
 
+def _count_or_text(value: object) -> int | str:
+    """A count the judge can compare, or what the learner returned instead, as text."""
+    try:
+        return learner_int(value, "op_counts")
+    except Failure:
+        try:
+            return repr(value)[:40]
+        except ValueError:  # an int of over 4,300 digits
+            return "an int of thousands of digits"
+
+
 @probe("ex01.op_counts")
 def profiled_counts(call: Call) -> Reply:
     """The learner's ``op_counts`` on ``hidden_costs`` with the judge's sizes (on the CPU: ops, not kernels)."""
@@ -94,9 +105,7 @@ def profiled_counts(call: Call) -> Reply:
     got = learner_call(call.get("op_counts"), (hidden_costs(), (x, reads, columns)), "op_counts")
     if not isinstance(got, dict):
         raise Failure(f"op_counts returned {type(got).__name__}; return a dict from op name to count")
-    counts = {
-        str(k)[:80]: v if isinstance(v, int) and not isinstance(v, bool) else repr(v)[:40] for k, v in got.items()
-    }
+    counts = {str(k)[:80]: _count_or_text(v) for k, v in got.items()}
     return Reply({"counts": dict(list(counts.items())[:300])})
 
 

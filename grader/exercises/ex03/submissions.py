@@ -44,6 +44,20 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # the trained weights are as far from the copy's as training moved them: step.training's weight test
         {"ex03.extract.student", "ex03.step.training"},
     ),
+    "an untrained copy with a nan in every weight": (
+        {
+            "    return unwrap(unwrap(model).student)\n": (
+                "    stale = __import__('copy').deepcopy(unwrap(unwrap(model).student))\n"
+                "    with torch.no_grad():\n"
+                "        for t in stale.state_dict().values():\n"
+                "            if t.is_floating_point():\n"
+                "                t.normal_(0, 0.02).view(-1)[0] = float('nan')\n"
+                "    return stale\n"
+            ),
+        },
+        # red team, session 33: "max difference > tolerance" is false for nan, and this copy had passed as trained
+        {"ex03.extract.student", "ex03.step.training"},
+    ),
     "the lesson's one-level unwrap": (
         {"    return unwrap(unwrap(model).student)\n": '    return getattr(model, "_orig_mod", model).student\n'},
         # right for a compiled Distiller, but a compiled student comes back as an OptimizedModule

@@ -7,8 +7,8 @@ NOTEBOOK = lesson("ex04").exercise  # the lesson's manifest (coursekit/lessons/*
 NAMES = (
     Name(
         "bucket_length",
-        "def bucket_length(n: int) -> int: the padded length (>= n, non-decreasing, at most MAX_BUCKETS "
-        "distinct values over 1..MAX_LEN) for a batch whose longest sequence has n tokens.",
+        "def bucket_length(n: int) -> int: the padded length (>= n, <= 2 * MAX_LEN, non-decreasing, at most "
+        "MAX_BUCKETS distinct values over 1..MAX_LEN) for a batch whose longest sequence has n tokens.",
     ),
     Name(
         "collate",

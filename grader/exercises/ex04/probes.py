@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from coursekit.lessons.dynamic_shapes.givens import MAX_LEN, NaiveTagger
-from grader.probing import Call, Failure, Reply, graph_runs, learner_call, linear_calls, plain, probe
+from grader.probing import Call, Failure, Reply, graph_runs, learner_call, learner_int, linear_calls, plain, probe
 
 
 @probe("ex04.buckets")
@@ -16,9 +16,7 @@ def buckets(call: Call) -> Reply:
     values = []
     for n in range(1, MAX_LEN + 1):
         b = learner_call(bucket_length, (n,), f"bucket_length({n})")
-        if not isinstance(b, int) or isinstance(b, bool):
-            raise Failure(f"bucket_length({n}) returned {b!r:.60}: it must be an int of at least {n}")
-        values.append(b)
+        values.append(learner_int(b, f"bucket_length({n})", f"It must be an int of at least {n}."))
     return Reply({"lengths": values})
 
 

@@ -68,6 +68,11 @@ def buckets(learner) -> list[int]:
     for n, b in zip(range(1, MAX_LEN + 1), values):
         if b < n:
             raise AssertionError(f"bucket_length({n}) returned {b}: it must be an int of at least {n}")
+        if b > 2 * MAX_LEN:  # the grader builds a batch of each bucket's length (red team, session 33: 3,000,000)
+            raise AssertionError(
+                f"bucket_length({n}) returned {b}: pad to at most 2 * MAX_LEN = {2 * MAX_LEN} tokens; padding "
+                f"past the longest sequence ({MAX_LEN}) only costs time"
+            )
     if any(b2 < b1 for b1, b2 in zip(values, values[1:])):
         raise AssertionError("bucket_length must never decrease as n grows")
     distinct = sorted(set(values))

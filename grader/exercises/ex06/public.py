@@ -210,7 +210,7 @@ def optimizer_tensor_lr(learner, ctx) -> None:
                     f"the {group['holds']} group's learning rate is a {str(group.get('lr_type'))[:40]}. " + HYGIENE_HINT
                 )
             rate, decay = group.get("lr"), group.get("weight_decay")
-            if not isinstance(rate, float) or abs(rate - want) > 1e-9 * max(1.0, want) or decay != WEIGHT_DECAY:
+            if not isinstance(rate, float) or not abs(rate - want) <= 1e-9 * max(1.0, want) or decay != WEIGHT_DECAY:
                 raise AssertionError(
                     f"make_optimizer(model, lr={lr}): the {group['holds']} group has lr {rate} and weight decay "
                     f"{decay}; expected lr {want:g} and weight_decay=WEIGHT_DECAY ({WEIGHT_DECAY}). " + GROUPS_HINT
@@ -260,7 +260,7 @@ def expect_same_training(learner, ctx, seed: int, lr: float, schedule: str, step
         if not (isinstance(a, list) and len(a) == len(b)):
             raise AssertionError(f"{what}: after step {i + 1} the optimizer has rates {str(a)[:80]}. " + GROUPS_HINT)
         for x, y in zip(a, b):
-            if not isinstance(x, float) or abs(x - y) > 1e-6 * max(abs(y), 1e-12) + 1e-12:
+            if not isinstance(x, float) or not abs(x - y) <= 1e-6 * max(abs(y), 1e-12) + 1e-12:
                 raise AssertionError(
                     f"{what}: after step {i + 1} the learning rates are {[f'{v:.6g}' for v in a]}, expected "
                     f"{[f'{v:.6g}' for v in b]}: call scheduler.step() once per step, after optimizer.step(). "
@@ -273,7 +273,7 @@ def expect_same_training(learner, ctx, seed: int, lr: float, schedule: str, step
     for name, value in want_state.items():
         atol = 0.1 * lr * (HEAD_LR_SCALE if name.startswith("head.") else 1.0)
         diff = (got.tensor(f"w.{name}", shape=tuple(value.shape)).double() - value.double().cpu()).abs().max().item()
-        if diff > atol:
+        if not diff <= atol:  # false for nan too
             raise AssertionError(
                 f"{what}: {name} after {steps} steps differs from the eager loop's by {diff:.3g} "
                 f"(allowed: a tenth of its learning rate, {atol:.3g}). " + STEP_HINT
