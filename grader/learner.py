@@ -586,10 +586,13 @@ class RemoteLearner:
             send_frame(fd, pack({**header, "id": rid}, tensors), self.deadline, self._check_limits)
             data = recv_frame(fd, self.deadline, self._check_limits)
         except Deadline:
-            raise self._lost(
-                f"{what} took longer than {time.monotonic() - started:.0f} s: an endless loop, a "
-                "blocking call, or far too slow a solution?"
-            ) from None
+            elapsed, limit = time.monotonic() - started, self.limits.check_timeout_s
+            took = (
+                f"took longer than {elapsed:.0f} s"
+                if elapsed >= limit - 1
+                else f"was still running when the check's {limit:.0f} s ran out (its earlier steps took the rest)"
+            )
+            raise self._lost(f"{what} {took}: an endless loop, a blocking call, or far too slow a solution?") from None
         except (EOFError, BrokenPipeError, ConnectionResetError):
             if worker.stopped_because:
                 raise self._lost(worker.stopped_because) from None

@@ -262,12 +262,52 @@ def stage_timed(call: Call, handle: str, fn: Callable[..., Any], params: tuple =
     return Reply({"handle": handle})
 
 
-def transform(args: tuple, scale: float, grads: tuple[bool, ...]) -> tuple:
-    """``args`` with each floating-point tensor multiplied by ``scale`` (a fresh leaf, with grad where asked)."""
+SCALE = (0.8, 1.25)  # the range of the secret factors a timed call's floating-point inputs are multiplied by
+Scale = float | dict[int, torch.Tensor]  # one factor, or a row of factors per last-dimension width (``multipliers``)
+
+
+def width(a: torch.Tensor) -> int:
+    """The length of ``a``'s last dimension (1 for a scalar): which row of factors multiplies it."""
+    return a.shape[-1] if a.dim() else 1
+
+
+def multipliers(seed: int, calls: int, staged: list[tuple]) -> dict[int, torch.Tensor]:
+    """For each last-dimension width of the floating-point tensors in ``staged``, ``[calls, width]`` factors drawn
+    uniformly from ``SCALE`` by a generator seeded with ``seed``, on the tensors' device: call ``c`` multiplies each
+    column of its inputs by its own factor from row ``c``. One factor a call made every timed output a smooth
+    function of a single number, which learner code could tabulate in the untimed first call and then answer most
+    timed calls by interpolation without running them (red team, session 33); a factor per column makes it a
+    function of hundreds. Both sides draw the table inside their timed sample, from a seed the judge sends with it."""
+    floats = [a for args in staged for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    if not floats:
+        return {}
+    generator = torch.Generator(device=floats[0].device).manual_seed(seed)
+    return {
+        w: torch.empty(calls, w, device=floats[0].device).uniform_(*SCALE, generator=generator)
+        for w in sorted({width(a) for a in floats})
+    }
+
+
+def seeded(schedule: list[tuple[int, Scale]], seed: int | None, staged: list[tuple]) -> list[tuple[int, Scale]]:
+    """``schedule`` with each call's factors spelt out (``run_schedule``'s, for a ``seed``): for the judge, which
+    recomputes single calls of a sample."""
+    if seed is None:
+        return schedule
+    table = multipliers(seed, len(schedule), staged)
+    return [(index, {w: rows[c] for w, rows in table.items()}) for c, (index, _) in enumerate(schedule)]
+
+
+def transform(args: tuple, scale: Scale, grads: tuple[bool, ...]) -> tuple:
+    """``args`` with each floating-point tensor multiplied by ``scale``, one factor or a row of factors per column
+    (a fresh leaf, with grad where asked)."""
     out = []
     for a, grad in zip(args, grads):
         if isinstance(a, torch.Tensor) and a.is_floating_point():
-            a = a * scale
+            if isinstance(scale, dict):  # rows on ``a``'s device (``multipliers`` draws them there)
+                factors = scale[width(a)]
+                a = a * (factors if a.dim() else factors[0])
+            else:
+                a = a * scale
             if grad:
                 a.requires_grad_()
         out.append(a)
@@ -295,17 +335,21 @@ def fingerprint(out: Any, args: tuple, params: tuple = ()) -> list[torch.Tensor]
 def run_schedule(
     fn: Callable[..., Any],
     staged: list[tuple],
-    schedule: list[tuple[int, float]],
+    schedule: list[tuple[int, Scale]],
     grads: tuple[bool, ...],
     params: tuple = (),
+    seed: int | None = None,
 ) -> tuple[Any, torch.Tensor]:
     """Call ``fn`` once per schedule entry ``(index, scale)`` on the transformed staged inputs: the last output,
     and every call's ``fingerprint`` (``[calls, 2]``), which the judge checks for calls it picks afterwards.
-    ``params``' gradients are cleared before each call, so each call's fingerprint holds its own."""
+    With a ``seed``, each call's factors are a row of ``multipliers`` (drawn here, inside the timed sample) in place
+    of its entry's ``scale``. ``params``' gradients are cleared before each call, so each call's fingerprint holds
+    its own."""
     params = tuple(p for p in params if isinstance(p, torch.Tensor))
+    table = multipliers(seed, len(schedule), staged) if seed is not None else {}
     out, prints = None, []
-    for index, scale in schedule:
-        args = transform(staged[index], scale, grads)
+    for c, (index, scale) in enumerate(schedule):
+        args = transform(staged[index], {w: rows[c] for w, rows in table.items()} if table else scale, grads)
         for p in params:
             p.grad = None
         out = fn(*args)
@@ -336,7 +380,8 @@ def timing_run(call: Call) -> Reply:
     fn, params = call.state["timed"][handle], call.state.get("timed_params", {}).get(handle, ())
     staged, grads = call.state["staged"][handle]
     schedule = [(int(i), float(s)) for i, s in call.arg("schedule")]
+    seed = call.arg("seed")
     _sync(call.device)
-    out, prints = run_schedule(fn, staged, schedule, grads, params)
+    out, prints = run_schedule(fn, staged, schedule, grads, params, None if seed is None else int(seed))
     _sync(call.device)
     return Reply(tensors={"out": plain(out, "the timed function's result"), "prints": prints.detach().cpu()})

@@ -5,9 +5,11 @@ the learner's function (staged in the worker by a probe), interleaved trial by t
 per-trial ratios:
 
 * **Same work on both sides.** The judge sends the inputs once (``timing.stage``); each timed sample then
-  sends only a schedule, which staged input each call takes and a secret factor its floating-point
-  tensors are multiplied by (``grader.probing.run_schedule``, which the baseline runs too). No output can
-  be computed before its schedule arrives, and no input can be cached. Schedules come from the operating
+  sends only a schedule, which staged input each call takes, and a seed from which both sides draw a secret
+  factor for every column of each call's floating-point tensors (``grader.probing.run_schedule`` and
+  ``multipliers``, which the baseline runs too, inside its timed sample). No output can be computed before its
+  schedule arrives, no input can be cached, and no output is a function of few enough numbers to be tabulated
+  ahead (one factor a call was: red team, session 33). Schedules come from the operating
   system's random source (``random.SystemRandom``): a seeded generator's thousands of draws, which the worker
   sees, would let it work out the next ones (red team, session 30).
 * **The candidate on the judge's clock.** A candidate sample lasts from sending the schedule to receiving
@@ -44,19 +46,27 @@ import torch
 
 from coursekit.timing import Timing, quartiles_of, synchronize
 from grader.containment import timing_cores
-from grader.probing import run_schedule
+from grader.probing import SCALE, Scale, run_schedule, seeded, transform
 from grader.protocol import Answer
 
 IDLE_GPU_LATENCY_S = 0.002  # a tiny kernel that takes longer than this is sharing the GPU with another context
 IDLE_GPU_WAIT_S = 10.0
 MAX_CALLS = 10_000
-SCALE = (0.8, 1.25)
 FINGERPRINT_RTOL = 1e-3  # L1 norms of float32 values, computed by two implementations of the same maths
 SPOT_CHECKS = 2  # calls per timed sample whose fingerprints the judge recomputes
 
 
 class BusyDevice(AssertionError):
     """The GPU stayed busy while every learner process was stopped: learner work was still queued on it."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A timed sample's calls, ``(input set, factor)`` each, and the seed of their factors per column (None: each
+    call's one factor, as in the untimed first call that runs every set at both ends of ``SCALE``)."""
+
+    calls: list[tuple[int, Scale]]
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,22 +132,23 @@ def same_cores(learner, threads: int) -> Iterator[None]:
 def _time_local(
     fn: Callable[..., Any],
     staged: list[tuple],
-    schedule: list[tuple[int, float]],
+    sample: Sample,
     grads: tuple[bool, ...],
     device: str,
     params: tuple = (),
 ) -> tuple[float, Any]:
     synchronize(device)
     start = time.perf_counter()
-    out = run_schedule(fn, staged, schedule, grads, params)  # the fingerprints too: the same work as the worker's
+    # the factors and the fingerprints too: the same work as the worker's
+    out = run_schedule(fn, staged, sample.calls, grads, params, sample.seed)
     synchronize(device)
     return time.perf_counter() - start, out
 
 
 def check_fingerprints(
     prints: torch.Tensor,
-    schedule: list[tuple[int, float]],
-    want: Callable[[tuple[int, float]], torch.Tensor],
+    schedule: list[tuple[int, Scale]],
+    want: Callable[[tuple[int, Scale]], torch.Tensor],
     picks: list[int],
 ) -> None:
     """The worker's per-call fingerprints (``[calls, 2]``) must cover ``schedule`` and match ``want(entry)`` at
@@ -179,8 +190,8 @@ def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
         )
 
 
-def _time_remote(learner, handle: str, schedule: list[tuple[int, float]]) -> tuple[float, Answer]:
-    args = {"handle": handle, "schedule": [list(s) for s in schedule]}
+def _time_remote(learner, handle: str, sample: Sample) -> tuple[float, Answer]:
+    args = {"handle": handle, "schedule": [list(s) for s in sample.calls], "seed": sample.seed}
     return time_once(learner, "timing.run", args, what="the timed calls")
 
 
@@ -226,31 +237,29 @@ def compare(
     )
     local = [tuple(t.to(device) for t in args) for args in arg_sets]
 
-    def schedule(n: int) -> list[tuple[int, float]]:
-        return [(rng.randrange(sets), rng.uniform(*SCALE)) for _ in range(n)]
+    def schedule(n: int) -> Sample:  # a seed a JSON reply may hold (grader.protocol.MAX_INT_DIGITS)
+        return Sample([(rng.randrange(sets), 1.0) for _ in range(n)], rng.getrandbits(53))
 
-    coverage = [(i, end) for i in range(sets) for end in SCALE]  # every set at both ends of the scale, untimed
+    coverage = Sample([(i, end) for i in range(sets) for end in SCALE])  # every set at both ends, untimed
 
     picker = random.Random(rng.random())  # which calls are recomputed: drawn after each answer
 
-    def want(entry: tuple[int, float]) -> torch.Tensor:
+    def want(entry: tuple[int, Scale]) -> torch.Tensor:
         return run_schedule(baseline, local, [entry], grads, params)[1][0]
 
-    def check(answer: Answer, sched: list[tuple[int, float]], local_prints: torch.Tensor) -> None:
+    def check(answer: Answer, sample: Sample, local_prints: torch.Tensor) -> None:
+        calls = seeded(sample.calls, sample.seed, local)  # each call's factors, as both sides drew them
         if verify is not None:
-            index, scale = sched[-1]
-            verify(answer.tensor("out"), run_args(arg_sets[index], scale))
+            index, scale = calls[-1]
+            verify(answer.tensor("out"), tuple(a.cpu() for a in transform(local[index], scale, (False,) * arity)))
         if lockstep:
             check_lockstep(answer.tensor("prints"), local_prints)
             return
-        picks = picker.sample(range(len(sched)), min(spot_checks, len(sched)))
-        check_fingerprints(answer.tensor("prints"), sched, want, picks)
+        picks = picker.sample(range(len(calls)), min(spot_checks, len(calls)))
+        check_fingerprints(answer.tensor("prints"), calls, want, picks)
 
     def prints_of(timed: tuple[float, Any]) -> torch.Tensor:
         return timed[1][1]  # (seconds, (last output, fingerprints))
-
-    def run_args(args: tuple, scale: float) -> tuple:
-        return tuple(a * scale if a.is_floating_point() else a for a in args)
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)

@@ -23,8 +23,12 @@ a model that is right only with the grader's own copy of a learner's op (exercis
 takes nbconvert an hour to render are in ``tests/test_autograde_shares.py``; a format-3 notebook that shows
 Jupyter one set of cells and the grader another is in ``tests/test_loader.py`` and, graded, in
 ``tests/test_integrity.py``; a note forged through an exception's text is in ``tests/test_restore.py``; a disk
-filled through files deleted while open, or hidden in a folder the judge cannot read, is in
-``tests/test_disk_floor.py``.
+filled through files deleted while open, hidden in a folder the judge cannot read, or printed to the worker's log,
+is in ``tests/test_disk_floor.py``; memory held in System V or POSIX IPC objects, which outlive the worker, is in
+``tests/test_sandbox.py``; a learner's number too large to print, or a bucket the judge would build millions of
+tokens long, is in ``tests/test_learner_numbers.py``; nan weights passing as trained are a wrong submission of
+exercise 3 (``grader/exercises/ex03/submissions.py``); a table of fingerprints over one secret factor is in
+``tests/test_fingerprints.py`` and below.
 """
 
 from __future__ import annotations
@@ -71,9 +75,11 @@ import grader.probing as _probing
 RUN_ALL = _probing.run_schedule
 
 
-def _run_the_tail(fn, staged, schedule, *rest):
-    # run only the last call of a timed sample (whose output the judge checks) and copy its fingerprint for the rest
-    out, prints = RUN_ALL(fn, staged, schedule[-1:], *rest)
+def _run_the_tail(fn, staged, schedule, grads, params=(), seed=None):
+    # run only the last call of a timed sample (whose output the judge checks), with the factors the judge drew for
+    # it, and copy its fingerprint for the rest
+    calls = _probing.seeded(schedule, seed, staged)
+    out, prints = RUN_ALL(fn, staged, calls[-1:], grads, params)
     return out, prints.expand(len(schedule), 2).clone()
 
 
@@ -83,6 +89,57 @@ def _install():
 
 
 TAIL_ONLY = _install()
+"""
+
+
+# red team, session 33 (exercise 2, here on exercise 1): tabulate every set's fingerprints over the secret factor's
+# range in the untimed first call, then run one timed call in eight (and the last, whose output the judge checks)
+# and interpolate the rest; one call in four took exercise 2's naive scorer to 1.93x against 1.25x while each call
+# had one factor
+TABULATE_THE_FACTOR = """
+import bisect
+import torch
+import grader.probing as _probing
+
+REAL = _probing.run_schedule
+GRID = [0.799 + 0.452 * k / 59 for k in range(60)]  # linear interpolation: within 1e-5 of the loss on one factor
+TABLES = {}
+
+
+def _table(fn, staged, grads, params):
+    key = (id(fn), id(staged))
+    if key not in TABLES:
+        TABLES[key] = [REAL(fn, staged, [(i, s) for s in GRID], grads, params)[1] for i in range(len(staged))]
+    return TABLES[key]
+
+
+def _lookup(rows, factor):
+    k = min(max(bisect.bisect_left(GRID, factor), 1), len(GRID) - 1)
+    t = (factor - GRID[k - 1]) / (GRID[k] - GRID[k - 1])
+    return rows[k - 1] + t * (rows[k] - rows[k - 1])
+
+
+def _tabulated(fn, staged, schedule, grads, params=(), seed=None):
+    table = _table(fn, staged, grads, params)
+    calls = getattr(_probing, "seeded", lambda s, *_: s)(schedule, seed, staged)  # before session 33: no seed
+    out, prints = None, []
+    for j, (i, factor) in enumerate(calls):
+        if j == len(calls) - 1 or j % 8 == 0:
+            out, p = REAL(fn, staged, [(i, factor)], grads, params)
+            prints.append(p[0])
+        else:  # the factors' mean: the best one number a table over one factor can be read at
+            if isinstance(factor, dict):
+                factor = float(torch.cat([f.flatten() for f in factor.values()]).mean())
+            prints.append(_lookup(table[i], factor))
+    return out, torch.stack(prints)
+
+
+def _install():
+    _probing.run_schedule = _tabulated
+    return 1
+
+
+TABULATED = _install()
 """
 
 
@@ -562,6 +619,12 @@ CHEATS: dict[str, Attack] = {
         {VALUES: "pass", SPEED: "did not compute what it should"},
         edits=NAIVE,
         cells=(NAIVE_CELL, SKIP_TIMED_CALLS),
+    ),
+    "tabulates fingerprints over the secret factor, runs one timed call in eight (red team, session 33)": Attack(
+        "naive",
+        {VALUES: "pass", SPEED: "did not compute what it should"},
+        edits=NAIVE,
+        cells=(NAIVE_CELL, TABULATE_THE_FACTOR),
     ),
     "patches the timer": Attack(
         "naive",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.probing import run_schedule
-from grader.speed import check_fingerprints, check_lockstep
+from grader.probing import SCALE, multipliers, run_schedule, seeded
+from grader.speed import FINGERPRINT_RTOL, check_fingerprints, check_lockstep
 
 STAGED = [(torch.randn(4, 3, generator=torch.Generator().manual_seed(i)),) for i in range(3)]
 SCHEDULE = [(0, 0.8), (2, 1.1), (1, 1.25), (0, 1.0)]
@@ -111,3 +111,35 @@ def test_a_training_step_in_lockstep_passes_and_a_skipped_step_shows_on_the_next
         check_lockstep(skipping, expected)
     with pytest.raises(AssertionError, match=r"record has shape \(1, 2\), not \(8, 2\)"):
         check_lockstep(expected[-1:], expected)
+
+
+def test_with_a_seed_every_column_has_a_factor_of_its_own_which_the_judge_spells_out_to_recompute_a_call() -> None:
+    seed = 1234
+    out, prints = run_schedule(loss, STAGED, SCHEDULE, (True,), seed=seed)
+    calls = seeded(SCHEDULE, seed, STAGED)
+    factors = multipliers(seed, len(SCHEDULE), STAGED)[3]
+    assert factors.shape == (len(SCHEDULE), 3) and SCALE[0] <= factors.min() and factors.max() <= SCALE[1]
+    assert len(set(factors[0].tolist())) == 3, "each column its own factor"
+    for c, (_, scale) in enumerate(calls):
+        assert torch.equal(scale[3], factors[c])
+    assert torch.allclose(out, loss((STAGED[0][0] * factors[3]).requires_grad_()))
+    check_fingerprints(prints, calls, want, picks=list(range(len(SCHEDULE))))
+    _, again = run_schedule(loss, STAGED, SCHEDULE, (True,), seed=seed + 1)
+    assert not torch.allclose(again, prints), "another seed, other inputs"
+
+
+def test_a_table_over_one_factor_no_longer_predicts_a_timed_call() -> None:
+    """Red team, session 33: with one factor a call, learner code tabulated every set's fingerprints over the factor's
+    range in the untimed first call and answered most timed calls by interpolation (ex02's naive scorer: 1.93x
+    against the 1.25x asked). The same table, read at any factor, misses a call whose columns have factors of
+    their own by far more than the judge's tolerance."""
+    grid = torch.linspace(*SCALE, 200).tolist()
+    table = run_schedule(loss, STAGED, [(0, s) for s in grid], (True,))[1]
+    inside = run_schedule(loss, STAGED, [(0, 1.0123)], (True,))[1][0]
+    k = next(i for i, s in enumerate(grid) if s > 1.0123)
+    t = (1.0123 - grid[k - 1]) / (grid[k] - grid[k - 1])
+    guessed = table[k - 1] + t * (table[k] - table[k - 1])
+    assert torch.allclose(guessed, inside, rtol=FINGERPRINT_RTOL), "one factor: the table predicts the call"
+    _, timed = run_schedule(loss, STAGED, [(0, 1.0)] * 50, (True,), seed=99)
+    best = (table[:, None, :] - timed[None, :, :]).abs().div(timed.abs()).amax(dim=2).amin(dim=0)
+    assert (best > FINGERPRINT_RTOL).float().mean() > 0.9, "a row of the table matches a seeded call by chance"
