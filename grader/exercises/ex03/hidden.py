@@ -101,9 +101,14 @@ def step_training(learner, ctx) -> None:
         # written to fail on nan: a nan compares false, and nan weights had passed as trained (red team, session 33)
         if not ((mine - trained).abs().max() <= atol or off <= TRAINED_FRACTION * moved):
             raise AssertionError(
-                f"the student extract_student returns after training is not the trained student: "
-                f"{name} is {off:.3g} from the grader's trained student, which training moved {moved:.3g} from "
-                "where it started. Return the student module the Distiller trains (model.student), not a copy."
+                "the student extract_student returns after training is not the trained student: "
+                + (
+                    f"{name} is {off:.3g} from the grader's trained student, which training moved {moved:.3g} from "
+                    "where it started."
+                    if off == off
+                    else f"{name} holds nan or inf."
+                )
+                + " Return the student module the Distiller trains (model.student), not a copy."
             )
     assert_close(
         got.tensor("plain_out"),
