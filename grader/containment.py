@@ -304,8 +304,8 @@ def _set_affinity(pids: list[int], cpus: set[int] | None, saved: dict[int, set[i
 @contextlib.contextmanager
 def same_cores(worker_pids: set[int], cpus: set[int]) -> Iterator[None]:
     """This process and every learner process, all their threads, restricted to ``cpus`` inside the block and
-    given back their masks after it. Linux only (elsewhere a no-op). Learner code may widen its own mask again;
-    that only brings back the noise this removes."""
+    given back their masks after it. Linux only (elsewhere a no-op). Learner code may widen its own mask again: a
+    speed check then fails on the CPU time it used (``grader.speed.check_cores``)."""
     if not hasattr(os, "sched_setaffinity") or not Path("/proc/self/task").is_dir():
         yield
         return

@@ -420,6 +420,17 @@ class RemoteLearner:
     def pids(self) -> set[int]:
         return {self._worker.proc.pid} if self._worker is not None and self._worker.proc.pid else set()
 
+    def cpu_ns(self) -> int | None:
+        """CPU time the worker and every process it started have used, in nanoseconds: its cgroup's (ended processes
+        included) where it has one, else the live processes' own clocks; None where neither can be read."""
+        worker = self._worker
+        if worker is None:
+            return None
+        if worker.group is not None and (used := worker.group.cpu_ns()) is not None:
+            return used
+        clocks = [containment.cpu_ns(p.pid) for p in containment.learner_processes(self.pids())]
+        return sum(c for c in clocks if c is not None) if clocks else None
+
     def close_worker(self) -> None:
         """End the worker and everything it started."""
         if self._worker is None:
@@ -709,6 +720,9 @@ class LocalLearner:
         """This process on ``cpus`` inside the block: here the learner's code and the baseline share it."""
         with containment.same_cores(set(), cpus):
             yield
+
+    def cpu_ns(self) -> int | None:
+        return None  # the learner and the baseline share this process: nothing to tell apart
 
     def close(self) -> None:
         self.state = {}

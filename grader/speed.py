@@ -54,6 +54,7 @@ IDLE_GPU_WAIT_S = 10.0
 MAX_CALLS = 10_000
 FINGERPRINT_RTOL = 1e-3  # L1 norms of float32 values, computed by two implementations of the same maths
 SPOT_CHECKS = 2  # calls per timed sample whose fingerprints the judge recomputes
+CORE_SLACK, CORE_SLACK_S = 1.25, 0.005  # CPU time a timed sample may use: its cores' share of its time, and a margin
 
 
 class BusyDevice(AssertionError):
@@ -190,9 +191,31 @@ def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
         )
 
 
-def _time_remote(learner, handle: str, sample: Sample) -> tuple[float, Answer]:
+def _time_remote(learner, handle: str, sample: Sample, threads: int | None = None) -> tuple[float, Answer]:
+    """One candidate sample on the judge's clock; with ``threads``, the CPU time the learner's processes used in it
+    must fit on that many cores (``check_cores``)."""
     args = {"handle": handle, "schedule": [list(s) for s in sample.calls], "seed": sample.seed}
-    return time_once(learner, "timing.run", args, what="the timed calls")
+    before = learner.cpu_ns() if threads else None
+    seconds, answer = time_once(learner, "timing.run", args, what="the timed calls")
+    after = learner.cpu_ns() if before is not None else None
+    if after is not None:
+        check_cores(after - before, seconds, threads)
+    return seconds, answer
+
+
+def check_cores(used_ns: int, seconds: float, threads: int) -> None:
+    """The learner's processes ran on the check's ``threads`` cores, which the judge pinned them to, as it times its
+    baseline on as many: more CPU time than those cores give in ``seconds`` means work handed to threads or
+    processes that widened their own CPU mask (red team, session 33: a helper process on the second core ran half
+    the timed calls, and exercise 2's slow scorer scored 1.46x against 1.25x)."""
+    allowed = threads * seconds * CORE_SLACK + CORE_SLACK_S
+    if used_ns / 1e9 > allowed:
+        raise AssertionError(
+            f"during a timed sample your code used {used_ns / 1e9:.3f} s of CPU time in {seconds:.3f} s, "
+            f"{used_ns / 1e9 / seconds:.1f} cores' worth, where the check runs it on {threads}: work handed to threads "
+            "or processes on cores of their own is not compared fairly with the grader's baseline. Leave the CPU "
+            "mask the grader sets, and time on the threads it gives you"
+        )
 
 
 def compare(
@@ -307,7 +330,7 @@ def compare(
                         seconds, (_, mine) = _time_local(baseline, local, sched_b, grads, device, params)
                     times_b.append(seconds / calls_b)
                 else:
-                    seconds, answer = _time_remote(learner, handle, sched_c)
+                    seconds, answer = _time_remote(learner, handle, sched_c, threads)
                     times_c.append(seconds / calls_c)
             check(answer, sched_c, mine)
             trial += 1

@@ -97,3 +97,41 @@ def test_a_comparison_times_both_sides_on_one_core_when_it_times_single_threaded
     assert len(timed) > 20 and all(len(mask) == 1 for mask in timed), "from the warm-up on, every call on one core"
     assert len({frozenset(mask) for mask in timed}) == 1, "and on the same core"
     assert os.sched_getaffinity(0) == everything
+
+
+BURNERS = (
+    "import subprocess, sys\n"
+    "BURNERS = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(2)]\n"
+)
+
+
+def test_a_timed_sample_may_use_only_the_cpu_time_of_the_cores_it_was_given() -> None:
+    from grader.speed import check_cores
+
+    check_cores(int(0.1e9), 0.1, 1)  # one core, busy throughout
+    check_cores(int(0.2e9), 0.1, 2)
+    with pytest.raises(AssertionError, match="2.0 cores' worth, where the check runs it on 1"):
+        check_cores(int(0.2e9), 0.1, 1)
+
+
+@needs_two_cores
+def test_the_judge_counts_the_cpu_time_of_processes_a_worker_started(tmp_path) -> None:
+    """Red team, session 33: a process the worker started, on a core of its own (it widened its CPU mask), ran half
+    of each timed sample's calls, and exercise 2's slow scorer passed its speed check at 1.46x. The judge reads the
+    CPU time of the worker's whole tree (its cgroup where it has one), which such a helper adds to."""
+    from grader.learner import Limits, RemoteLearner
+    from grader.runner import sandbox_report
+    from grader.speed import check_cores
+
+    limits = Limits(memory_bytes=4 << 30, check_timeout_s=60)
+    with RemoteLearner([BURNERS], "ex00", get_profile("smoke"), limits, report=sandbox_report("prefer"),
+                       workdir=tmp_path) as learner:  # fmt: skip
+        learner.start()
+        assert not learner.problems, learner.problems
+        time.sleep(0.5)  # the burners start
+        before, start = learner.cpu_ns(), time.perf_counter()
+        time.sleep(0.5)
+        used, seconds = learner.cpu_ns() - before, time.perf_counter() - start
+        assert used > 0.8 * seconds * 1e9, (used, seconds)  # two cores' worth, or nearly
+        with pytest.raises(AssertionError, match="cores' worth, where the check runs it on 1"):
+            check_cores(used, seconds, 1)
