@@ -346,10 +346,9 @@ def run_schedule(
     of its entry's ``scale``. ``params``' gradients are cleared before each call, so each call's fingerprint holds
     its own."""
     params = tuple(p for p in params if isinstance(p, torch.Tensor))
-    table = multipliers(seed, len(schedule), staged) if seed is not None else {}
     out, prints = None, []
-    for c, (index, scale) in enumerate(schedule):
-        args = transform(staged[index], {w: rows[c] for w, rows in table.items()} if table else scale, grads)
+    for index, scale in seeded(schedule, seed, staged):
+        args = transform(staged[index], scale, grads)
         for p in params:
             p.grad = None
         out = fn(*args)

@@ -93,7 +93,8 @@ def _bounded_int(text: str) -> int:
     numbers against ``MAX_LEARNER_INT`` first (``grader.probing.learner_int``); a larger one reaches the judge only
     from a worker that tampered with its replies, and would overflow where the judge prints it or sizes a tensor."""
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise HugeInt(f"a reply holds an integer of {len(text.lstrip('-'))} digits, where probes send at most 18")
+        digits = len(text.lstrip("-"))
+        raise HugeInt(f"a reply holds an integer of {digits} digits, where probes send at most {MAX_INT_DIGITS}")
     return int(text)
 
 

@@ -143,6 +143,17 @@ TABULATED = _install()
 """
 
 
+# red team 2, session 33: a process of the learner's own widens its CPU mask, which the sandbox allows, and works on
+# the other core beside the timed calls (the red team's ran half of exercise 2's calls there, and passed at 1.46x);
+# here it only burns, so the reference's speed checks, which would pass, must fail on the CPU time the tree used
+HELPER_ON_ANOTHER_CORE = """
+import subprocess, sys
+
+BURN = "import os\\nwhile True:\\n    os.sched_setaffinity(0, range(os.cpu_count()))\\n    sum(range(10**5))"
+HELPER = subprocess.Popen([sys.executable, "-c", BURN])
+"""
+
+
 # exercise 2 (tests/test_integrity.py): the timed forward runs, its backward is skipped (red team, session 16)
 SKIP_BACKWARD = """import grader.exercises.ex02.probes as _probes
 
@@ -625,6 +636,11 @@ CHEATS: dict[str, Attack] = {
         {VALUES: "pass", SPEED: "did not compute what it should"},
         edits=NAIVE,
         cells=(NAIVE_CELL, TABULATE_THE_FACTOR),
+    ),
+    "a helper process widens its CPU mask and works beside the timed calls (red team 2, session 33)": Attack(
+        "solution",
+        {VALUES: "pass", SPEED: "cores' worth", COMPILED_SPEED: "cores' worth"},
+        cells=(HELPER_ON_ANOTHER_CORE,),
     ),
     "patches the timer": Attack(
         "naive",

@@ -29,6 +29,7 @@ from grader.context import calibration_name
 from grader.registry import load_all
 from tests.classroom_fixtures import EX02_POINTS, HANG_ON, SECRET_SEED, class_of_ex02, write_class
 from tests.submissions import ROOT
+from tools.classroom.kit_scan import text_files
 
 # timing: the workflow calibrates and grades speed checks, so it runs in `make test`'s serial pass
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
@@ -199,17 +200,6 @@ def _gradebook(course: Path) -> dict[str, dict[str, float]]:
     return scores
 
 
-def _texts(folder: Path) -> dict[Path, str]:
-    texts = {}
-    for path in folder.rglob("*"):
-        if path.is_file():
-            try:
-                texts[path] = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                pass
-    return texts
-
-
 def _leak_probes() -> tuple[set[str], dict[str, set[str]]]:
     """Solution lines and hidden-check code lines that occur in no public file of the repository."""
     public_files = [
@@ -301,7 +291,7 @@ def test_release_has_nbgrader_folders_and_a_kit_without_solutions_or_hidden_chec
     assert not any(n.startswith(("solutions/", "tests/", "tools/", "grader/calibration")) for n in names)
     lesson_tests = [n for n in names if n.startswith("coursekit/") and n.endswith(("/test_lesson.py", "/conftest.py"))]
     assert not lesson_tests, f"the lessons' own tests ship: {lesson_tests}"
-    _assert_no_leaks(_texts(kit), "kit")
+    _assert_no_leaks(text_files(kit), "kit")
 
 
 # The kit must run on a learner's machine, where this repository is not installed. Here it is, editable (`make
@@ -412,7 +402,7 @@ def test_feedback_shows_results_measured_vs_required_and_messages_without_hidden
     assert "0 / 14 points" in pages["carol"] and "not implemented yet" in pages["carol"]
     assert "was deleted; it was put back" in pages["dave"] and "was edited" in pages["dave"]
     assert f"took longer than {CHECK_TIMEOUT} s" in pages["aaron"]
-    _assert_no_leaks(_texts(feedback), "feedback")
+    _assert_no_leaks(text_files(feedback), "feedback")
     notebook_page = (feedback / "mallory" / "ex02" / "02_graph_breaks.html").read_text()
     assert "tcip-xss" in notebook_page, "mallory's Markdown cell is on her notebook's feedback page"
     assert not re.search(r"<img[^>]*onerror|<script>alert", notebook_page), "HTML in a learner's Markdown ran as HTML"

@@ -52,7 +52,8 @@ def _closed_imports(stage: Path) -> list[str]:
     return missing
 
 
-def _text_files(stage: Path) -> dict[Path, str]:
+def text_files(stage: Path) -> dict[Path, str]:
+    """Every UTF-8 text file under ``stage``, read."""
     out = {}
     for path in stage.rglob("*"):
         if path.is_file():
@@ -110,7 +111,7 @@ def hidden_check_lines(baseline: str) -> dict[str, set[str]]:
 def verify_kit(stage: Path) -> list[str]:
     """Every way the kit could leak a solution or a hidden check, and any import it cannot satisfy."""
     problems = []
-    texts = _text_files(stage)
+    texts = text_files(stage)
     for path, text in texts.items():
         rel = path.relative_to(stage)
         for marker in MARKERS:

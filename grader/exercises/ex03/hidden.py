@@ -4,6 +4,7 @@ speed."""
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 
@@ -105,7 +106,7 @@ def step_training(learner, ctx) -> None:
                 + (
                     f"{name} is {off:.3g} from the grader's trained student, which training moved {moved:.3g} from "
                     "where it started."
-                    if off == off
+                    if math.isfinite(off)
                     else f"{name} holds nan or inf."
                 )
                 + " Return the student module the Distiller trains (model.student), not a copy."
