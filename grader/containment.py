@@ -35,7 +35,7 @@ import signal
 import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -302,19 +302,27 @@ def _set_affinity(pids: list[int], cpus: set[int] | None, saved: dict[int, set[i
 
 
 @contextlib.contextmanager
-def same_cores(worker_pids: set[int], cpus: set[int]) -> Iterator[None]:
+def same_cores(
+    worker_pids: set[int],
+    cpus: set[int],
+    hold: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> Iterator[None]:
     """This process and every learner process, all their threads, restricted to ``cpus`` inside the block and
-    given back their masks after it. Linux only (elsewhere a no-op). Learner code may widen its own mask again: a
-    speed check then fails on the CPU time it used (``grader.speed.check_cores``)."""
+    given back their masks after it. Linux only (elsewhere a no-op). The pinning happens inside ``hold()``
+    (``grader.learner.RemoteLearner.frozen``: every learner process stopped), so no thread starts between the
+    listing and the pinning with the wide mask of a parent not yet pinned. Learner code cannot widen its mask again
+    where it is sandboxed (seccomp refuses ``sched_setaffinity``); where it is not, a speed check fails on the CPU
+    time it used (``grader.speed.check_cores``)."""
     if not hasattr(os, "sched_setaffinity") or not Path("/proc/self/task").is_dir():
         yield
         return
-    pids = [os.getpid()] + [p.pid for p in learner_processes(worker_pids)]
     saved: dict[int, set[int]] = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            saved[pid] = os.sched_getaffinity(pid)
-    _set_affinity(pids, cpus, saved)
+    with hold():
+        pids = [os.getpid()] + [p.pid for p in learner_processes(worker_pids)]
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                saved[pid] = os.sched_getaffinity(pid)
+        _set_affinity(pids, cpus, saved)
     try:
         yield
     finally:

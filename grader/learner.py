@@ -658,8 +658,9 @@ class RemoteLearner:
 
     @contextlib.contextmanager
     def same_cores(self, cpus: set[int]) -> Iterator[None]:
-        """The judge and every learner process on ``cpus`` inside the block (``containment.same_cores``)."""
-        with containment.same_cores(self.pids(), cpus):
+        """The judge and every learner process on ``cpus`` inside the block (``containment.same_cores``), pinned
+        while they are stopped."""
+        with containment.same_cores(self.pids(), cpus, hold=self.frozen):
             yield
 
 

@@ -9,7 +9,9 @@ per-trial ratios:
   factor for every column of each call's floating-point tensors (``grader.probing.run_schedule`` and
   ``multipliers``, which the baseline runs too, inside its timed sample). No output can be computed before its
   schedule arrives, no input can be cached, and no output is a function of few enough numbers to be tabulated
-  ahead (one factor a call was: red team, session 33). Schedules come from the operating
+  ahead (one factor a call was: red team, session 33). Each call's factors also hang on the fingerprint of the
+  call before it (``grader.probing.link``), so a sample's calls run one after another and cannot be batched
+  (they were, by hand-written code: red team 2, session 33). Schedules come from the operating
   system's random source (``random.SystemRandom``): a seeded generator's thousands of draws, which the worker
   sees, would let it work out the next ones (red team, session 30).
 * **The candidate on the judge's clock.** A candidate sample lasts from sending the schedule to receiving
@@ -46,7 +48,7 @@ import torch
 
 from coursekit.timing import Timing, quartiles_of, synchronize
 from grader.containment import timing_cores
-from grader.probing import SCALE, Scale, run_schedule, seeded, transform
+from grader.probing import SCALE, Scale, chained, run_schedule, seeded, transform, warm_chain
 from grader.protocol import Answer
 
 IDLE_GPU_LATENCY_S = 0.002  # a tiny kernel that takes longer than this is sharing the GPU with another context
@@ -68,6 +70,7 @@ class Sample:
 
     calls: list[tuple[int, Scale]]
     seed: int | None = None
+    chain: bool = False  # each call's factors also hang on the fingerprint of the call before it (``probing.link``)
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def _time_local(
     synchronize(device)
     start = time.perf_counter()
     # the factors and the fingerprints too: the same work as the worker's
-    out = run_schedule(fn, staged, sample.calls, grads, params, sample.seed)
+    out = run_schedule(fn, staged, sample.calls, grads, params, sample.seed, sample.chain)
     synchronize(device)
     return time.perf_counter() - start, out
 
@@ -171,6 +174,20 @@ def check_fingerprints(
             )
 
 
+def linked(calls: list[tuple[int, Scale]], prints: torch.Tensor) -> list[tuple[int, Scale]]:
+    """``calls`` (seeded) with each call's factors chained to the fingerprint ``prints`` reports for the call
+    before it, as ``run_schedule`` chained them in the worker: the judge recomputes a picked call from its
+    predecessor's reported fingerprint, so a sample whose calls did not run one after another, each on what the one
+    before it computed, fails its spot checks (and a reported fingerprint that was not computed fails its own)."""
+    if tuple(prints.shape) != (len(calls), 2):
+        raise AssertionError(
+            f"the timed calls' record has shape {tuple(prints.shape)}, not ({len(calls)}, 2): every call of a "
+            "timed sample leaves one, unless code rewrote the grader's timing"
+        )
+    rows = prints.unbind(0)
+    return [(index, chained(scale, rows[c - 1].unbind() if c else None)) for c, (index, scale) in enumerate(calls)]
+
+
 def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
     """A stateful candidate's per-call fingerprints (``[calls, 2]``) against the lockstep baseline's for the same
     calls: every row must match, since each call's result depends on every call before it."""
@@ -194,7 +211,7 @@ def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
 def _time_remote(learner, handle: str, sample: Sample, threads: int | None = None) -> tuple[float, Answer]:
     """One candidate sample on the judge's clock; with ``threads``, the CPU time the learner's processes used in it
     must fit on that many cores (``check_cores``)."""
-    args = {"handle": handle, "schedule": [list(s) for s in sample.calls], "seed": sample.seed}
+    args = {"handle": handle, "schedule": [list(s) for s in sample.calls], "seed": sample.seed, "chain": sample.chain}
     before = learner.cpu_ns() if threads else None
     seconds, answer = time_once(learner, "timing.run", args, what="the timed calls")
     after = learner.cpu_ns() if before is not None else None
@@ -259,9 +276,12 @@ def compare(
         what="staging inputs",
     )
     local = [tuple(t.to(device) for t in args) for args in arg_sets]
+    warm_chain(local)
 
     def schedule(n: int) -> Sample:  # a seed a JSON reply may hold (grader.protocol.MAX_INT_DIGITS)
-        return Sample([(rng.randrange(sets), 1.0) for _ in range(n)], rng.getrandbits(53))
+        # a stateful candidate's calls depend on each other already, and the lockstep check compares every one of
+        # them with the baseline's own: chained factors would carry each side's rounding into the next call
+        return Sample([(rng.randrange(sets), 1.0) for _ in range(n)], rng.getrandbits(53), chain=not lockstep)
 
     coverage = Sample([(i, end) for i in range(sets) for end in SCALE])  # every set at both ends, untimed
 
@@ -272,6 +292,8 @@ def compare(
 
     def check(answer: Answer, sample: Sample, local_prints: torch.Tensor) -> None:
         calls = seeded(sample.calls, sample.seed, local)  # each call's factors, as both sides drew them
+        if sample.chain:  # and each call's link to the one before it, from the fingerprint the worker reported
+            calls = linked(calls, answer.tensor("prints"))
         if verify is not None:
             index, scale = calls[-1]
             verify(answer.tensor("out"), tuple(a.cpu() for a in transform(local[index], scale, (False,) * arity)))

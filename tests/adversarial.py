@@ -75,7 +75,7 @@ import grader.probing as _probing
 RUN_ALL = _probing.run_schedule
 
 
-def _run_the_tail(fn, staged, schedule, grads, params=(), seed=None):
+def _run_the_tail(fn, staged, schedule, grads, params=(), seed=None, chain=False):
     # run only the last call of a timed sample (whose output the judge checks), with the factors the judge drew for
     # it, and copy its fingerprint for the rest
     calls = _probing.seeded(schedule, seed, staged)
@@ -119,7 +119,7 @@ def _lookup(rows, factor):
     return rows[k - 1] + t * (rows[k] - rows[k - 1])
 
 
-def _tabulated(fn, staged, schedule, grads, params=(), seed=None):
+def _tabulated(fn, staged, schedule, grads, params=(), seed=None, chain=False):
     table = _table(fn, staged, grads, params)
     calls = getattr(_probing, "seeded", lambda s, *_: s)(schedule, seed, staged)  # before session 33: no seed
     out, prints = None, []
@@ -143,13 +143,46 @@ TABULATED = _install()
 """
 
 
-# red team 2, session 33: a process of the learner's own widens its CPU mask, which the sandbox allows, and works on
-# the other core beside the timed calls (the red team's ran half of exercise 2's calls there, and passed at 1.46x);
-# here it only burns, so the reference's speed checks, which would pass, must fail on the CPU time the tree used
+# red team 2, session 33 (exercise 2, here on exercise 1): once a sample's seed arrived, every call's factors were
+# known, and learner code computed the calls together, batched, with its own forward and backward (the slow scorer
+# passed at 1.37x to 1.86x against 1.25x). Since session 34 each call's factors hang on the fingerprint of the call
+# before it; here every call runs on the factors its seed alone gives, as a batch computed up front would need
+FROM_THE_SEED_ALONE = """
+import grader.probing as _probing
+
+REAL = _probing.run_schedule
+
+
+def _unchained(fn, staged, schedule, grads, params=(), seed=None, chain=False):
+    return REAL(fn, staged, schedule, grads, params, seed)
+
+
+def _install():
+    _probing.run_schedule = _unchained
+    return 1
+
+
+UNCHAINED = _install()
+"""
+
+
+# red team 2, session 33: a process of the learner's own widened its CPU mask and worked on the other core beside
+# the timed calls (the red team's ran half of exercise 2's calls there, and passed at 1.46x). The judge's CPU-time
+# bound (grader.speed.check_cores) caught it on an idle machine, but not in CI, where the other core was busy and
+# the helper got under a quarter of one; the sandbox now refuses sched_setaffinity, so the helper, which works
+# only on a core of its own, gives up, and the reference's checks pass as they would without it
 HELPER_ON_ANOTHER_CORE = """
 import subprocess, sys
 
-BURN = "import os\\nwhile True:\\n    os.sched_setaffinity(0, range(os.cpu_count()))\\n    sum(range(10**5))"
+BURN = (
+    "import os\\n"
+    "try:\\n"
+    "    while True:\\n"
+    "        os.sched_setaffinity(0, range(os.cpu_count()))\\n"
+    "        sum(range(10**5))\\n"
+    "except PermissionError:\\n"
+    "    pass\\n"
+)
 HELPER = subprocess.Popen([sys.executable, "-c", BURN])
 """
 
@@ -633,13 +666,18 @@ CHEATS: dict[str, Attack] = {
     ),
     "tabulates fingerprints over the secret factor, runs one timed call in eight (red team, session 33)": Attack(
         "naive",
-        {VALUES: "pass", SPEED: "did not compute what it should"},
+        {VALUES: "pass", SPEED: "during timing"},  # the last output or a spot check: the chain reaches both
         edits=NAIVE,
         cells=(NAIVE_CELL, TABULATE_THE_FACTOR),
     ),
-    "a helper process widens its CPU mask and works beside the timed calls (red team 2, session 33)": Attack(
+    "computes every call of a sample from its seed alone, as a batch would (red team 2, session 33)": Attack(
         "solution",
-        {VALUES: "pass", SPEED: "cores' worth", COMPILED_SPEED: "cores' worth"},
+        {VALUES: "pass", SPEED: "during timing", COMPILED_SPEED: "during timing"},
+        cells=(FROM_THE_SEED_ALONE,),
+    ),
+    "a helper process would widen its CPU mask and work beside the timed calls (red team 2, session 33)": Attack(
+        "solution",
+        {VALUES: "pass", SPEED: "pass", COMPILED_SPEED: "pass"},
         cells=(HELPER_ON_ANOTHER_CORE,),
     ),
     "patches the timer": Attack(

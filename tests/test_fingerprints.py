@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.probing import SCALE, multipliers, run_schedule, seeded
-from grader.speed import FINGERPRINT_RTOL, check_fingerprints, check_lockstep
+from grader.probing import SCALE, chained, multipliers, run_schedule, seeded
+from grader.speed import FINGERPRINT_RTOL, check_fingerprints, check_lockstep, linked
 
 STAGED = [(torch.randn(4, 3, generator=torch.Generator().manual_seed(i)),) for i in range(3)]
 SCHEDULE = [(0, 0.8), (2, 1.1), (1, 1.25), (0, 1.0)]
@@ -143,3 +143,72 @@ def test_a_table_over_one_factor_no_longer_predicts_a_timed_call() -> None:
     _, timed = run_schedule(loss, STAGED, [(0, 1.0)] * 50, (True,), seed=99)
     best = (table[:, None, :] - timed[None, :, :]).abs().div(timed.abs()).amax(dim=2).amin(dim=0)
     assert (best > FINGERPRINT_RTOL).float().mean() > 0.9, "a row of the table matches a seeded call by chance"
+
+
+CHAINED = [(i % 3, 1.0) for i in range(40)]
+
+
+def _misses(prints: torch.Tensor, calls: list, fn=loss) -> float:
+    """The share of calls after the first that the judge's spot check, recomputing each alone, rejects."""
+
+    def want_fn(entry: tuple) -> torch.Tensor:
+        return run_schedule(fn, STAGED, [entry], (True,))[1][0]
+
+    missed = 0
+    for j in range(1, len(calls)):
+        try:
+            check_fingerprints(prints, calls, want_fn, picks=[j])
+        except AssertionError:
+            missed += 1
+    return missed / (len(calls) - 1)
+
+
+def test_chained_calls_pass_every_spot_check_recomputed_from_the_fingerprints_reported() -> None:
+    out, prints = run_schedule(loss, STAGED, CHAINED, (True,), seed=7, chain=True)
+    calls = linked(seeded(CHAINED, 7, STAGED), prints)
+    check_fingerprints(prints, calls, want, picks=list(range(len(CHAINED))))
+    index, scale = calls[-1]
+    assert torch.allclose(out, loss((STAGED[index][0] * scale[3]).requires_grad_()))
+    _, unchained = run_schedule(loss, STAGED, CHAINED, (True,), seed=7)
+    assert torch.equal(unchained[0], prints[0]), "the first call has no call before it"
+    with pytest.raises(AssertionError, match=r"record has shape \(39, 2\), not \(40, 2\)"):
+        linked(seeded(CHAINED, 7, STAGED), prints[1:])
+
+
+def test_calls_computed_from_the_seed_alone_as_a_batch_would_need_them_fail_the_spot_checks() -> None:
+    """Red team 2, session 33: once a sample's seed arrived, every call's factors were known, and learner code
+    computed the calls together, batched (exercise 2's slow scorer: 1.37x to 1.86x against 1.25x). Chained,
+    a call's factors need the fingerprint of the call before it: the same calls computed without it are caught."""
+    _, batched = run_schedule(loss, STAGED, CHAINED, (True,), seed=7)  # each call's factors from the seed alone
+    assert _misses(batched, linked(seeded(CHAINED, 7, STAGED), batched)) > 0.9
+
+
+def test_a_fingerprint_guessed_to_one_percent_gives_the_next_call_away() -> None:
+    """A cheap model that guessed each call's fingerprint to 1% instead of running it would still compute the next
+    call on the wrong factors."""
+    calls = seeded(CHAINED, 7, STAGED)
+    prints, previous = [], None
+    for index, scale in calls:
+        guess = None if previous is None else [t * 1.01 for t in previous]
+        row = run_schedule(loss, STAGED, [(index, chained(scale, guess))], (True,))[1][0]
+        prints.append(row)
+        previous = list(row.unbind())
+    prints = torch.stack(prints)
+    assert _misses(prints, linked(calls, prints)) > 0.9
+
+
+def test_the_chain_reaches_a_function_blind_to_a_uniform_scale_of_its_input() -> None:
+    """A normalisation cancels one factor for all columns; the chain's factors differ column by column."""
+
+    def normalised(x: torch.Tensor) -> torch.Tensor:
+        out = (x / x.norm()).sin().sum()
+        out.backward()
+        return out
+
+    x = STAGED[0][0]
+    factors = chained({3: torch.ones(3)}, [torch.tensor(2.5), torch.tensor(0.7)])[3]
+    assert len(set(factors.tolist())) == 3, "a factor a column"
+    blind = [run_schedule(normalised, [(x * f,)], [(0, 1.0)], (True,))[1][0, 0] for f in (1.0, factors.mean())]
+    assert torch.allclose(*blind, rtol=1e-6), "its output cannot see one factor for every column"
+    _, unchained = run_schedule(normalised, STAGED, CHAINED, (True,), seed=7)
+    assert _misses(unchained, linked(seeded(CHAINED, 7, STAGED), unchained), normalised) > 0.9

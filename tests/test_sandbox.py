@@ -145,6 +145,8 @@ def test_learner_code_reaches_no_network_and_no_other_process(tmp_path: Path) ->
             "read the judge's environment": lambda: Path(f"/proc/{judge}/environ").read_bytes(),
             "renice the judge": lambda: os.setpriority(os.PRIO_PROCESS, judge, 19),
             "pin the judge": lambda: os.sched_setaffinity(judge, {0}),
+            # red team 2, session 33: a helper on a core of its own ran beside the timed calls
+            "widen its own CPU mask": lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)),
             "raise its own priority": lambda: os.setpriority(os.PRIO_PROCESS, 0, -5),
             "fork": lambda: (lambda p: os._exit(0) if p == 0 else os.waitpid(p, 0))(os.fork()),
             "start a process outside its tree": clone_as_sibling,
