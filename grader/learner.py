@@ -157,6 +157,28 @@ def scrubbed_environ() -> Iterator[None]:
         os.environ.update(saved)
 
 
+@contextlib.contextmanager
+def main_not_imported() -> Iterator[None]:
+    """While a worker starts, this process's ``__main__`` names no module and no file, so the worker does not
+    import it (``multiprocessing`` would, as ``__mp_main__``): a script that calls ``grade_notebook`` without an
+    ``if __name__ == "__main__":`` guard ran again inside every worker it started, which then never answered,
+    and every check failed after 240 s on "loading the notebook"; and no code of the judge's should run where
+    learner code does."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if k in main.__dict__}
+    main.__spec__ = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
+        if "__spec__" not in saved:
+            main.__dict__.pop("__spec__", None)
+
+
 def worker_context() -> mp.context.BaseContext:
     """Workers fork from a server that imported torch, timm and the probes once (``forkserver``), or start from
     scratch (``spawn``, ``GRADER_START_METHOD=spawn``). The server imports modules and runs nothing else."""
@@ -386,7 +408,7 @@ class RemoteLearner:
         ctx = worker_context()
         parent, child = ctx.Pipe(duplex=True)
         proc = ctx.Process(target=_serve, args=(child, config), daemon=True)
-        with scrubbed_environ():
+        with scrubbed_environ(), main_not_imported():
             proc.start()
         child.close()
         os.set_blocking(parent.fileno(), False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -299,3 +300,26 @@ def test_the_gpu_running_out_of_memory_in_the_judge_says_who_held_it(monkeypatch
     assert "76.0 GiB of its 80.0 GiB held outside the grader's tensors: by your code's worker" in oom.message
     bug = run_check(registry.get("ex01.test_only.judge_bug"), learner, None)
     assert "the grader could not run this check (KeyError" in bug.message, bug.message
+
+
+UNGUARDED = """from pathlib import Path
+from coursekit.profile import get_profile
+from grader.runner import grade_notebook
+
+grade = grade_notebook(Path({notebook!r}), "ex00", get_profile("smoke", "cpu"), 1, check_ids=["ex00.capture.graph"],
+                       progress=False)
+print("RESULT", grade.results[0].passed, grade.results[0].message)
+"""
+
+
+def test_a_script_without_a_main_guard_can_call_the_grader(tmp_path: Path) -> None:
+    """Session 34: ``multiprocessing`` imports the starting script in each worker, and a script without an
+    ``if __name__ == "__main__":`` guard graded again in there: its worker never answered, and every check failed
+    on "loading the notebook" (or blamed the learner for an exit). The worker no longer imports the judge's script."""
+    script = tmp_path / "grade_it.py"
+    script.write_text(UNGUARDED.format(notebook=str(EXERCISES["ex00"][0])))
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert "RESULT True ok" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
