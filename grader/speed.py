@@ -149,6 +149,15 @@ def _time_local(
     return time.perf_counter() - start, out
 
 
+def check_record(prints: torch.Tensor, shape: tuple[int, ...]) -> None:
+    """The worker's per-call fingerprints must have ``shape``: one row for every call of the sample."""
+    if tuple(prints.shape) != tuple(shape):
+        raise AssertionError(
+            f"the timed calls' record has shape {tuple(prints.shape)}, not {tuple(shape)}: every call of a "
+            "timed sample leaves one, unless code rewrote the grader's timing"
+        )
+
+
 def check_fingerprints(
     prints: torch.Tensor,
     schedule: list[tuple[int, Scale]],
@@ -157,11 +166,7 @@ def check_fingerprints(
 ) -> None:
     """The worker's per-call fingerprints (``[calls, 2]``) must cover ``schedule`` and match ``want(entry)`` at
     ``picks``, positions the judge chose after the answer arrived."""
-    if tuple(prints.shape) != (len(schedule), 2):
-        raise AssertionError(
-            f"the timed calls' record has shape {tuple(prints.shape)}, not ({len(schedule)}, 2): every call of a "
-            "timed sample leaves one, unless code rewrote the grader's timing"
-        )
+    check_record(prints, (len(schedule), 2))
     for j in picks:
         expected = want(schedule[j]).double().cpu()
         got = prints[j].double()
@@ -179,11 +184,7 @@ def linked(calls: list[tuple[int, Scale]], prints: torch.Tensor) -> list[tuple[i
     before it, as ``run_schedule`` chained them in the worker: the judge recomputes a picked call from its
     predecessor's reported fingerprint, so a sample whose calls did not run one after another, each on what the one
     before it computed, fails its spot checks (and a reported fingerprint that was not computed fails its own)."""
-    if tuple(prints.shape) != (len(calls), 2):
-        raise AssertionError(
-            f"the timed calls' record has shape {tuple(prints.shape)}, not ({len(calls)}, 2): every call of a "
-            "timed sample leaves one, unless code rewrote the grader's timing"
-        )
+    check_record(prints, (len(calls), 2))
     rows = prints.unbind(0)
     return [(index, chained(scale, rows[c - 1].unbind() if c else None)) for c, (index, scale) in enumerate(calls)]
 
@@ -191,11 +192,7 @@ def linked(calls: list[tuple[int, Scale]], prints: torch.Tensor) -> list[tuple[i
 def check_lockstep(prints: torch.Tensor, expected: torch.Tensor) -> None:
     """A stateful candidate's per-call fingerprints (``[calls, 2]``) against the lockstep baseline's for the same
     calls: every row must match, since each call's result depends on every call before it."""
-    if tuple(prints.shape) != tuple(expected.shape):
-        raise AssertionError(
-            f"the timed calls' record has shape {tuple(prints.shape)}, not {tuple(expected.shape)}: every call of a "
-            "timed sample leaves one, unless code rewrote the grader's timing"
-        )
+    check_record(prints, tuple(expected.shape))
     close = torch.isclose(prints.double(), expected.double().cpu(), rtol=FINGERPRINT_RTOL, atol=1e-6).all(dim=1)
     if not bool(close.all()):
         j = int((~close).nonzero()[0])

@@ -166,6 +166,31 @@ UNCHAINED = _install()
 """
 
 
+# session 34: the judge computes the chain from the fingerprints the worker reports; nan ones make its recomputed
+# inputs, and so its reference, nan too, and the last-output check takes nan for nan (grader.judging, equal_nan)
+NAN_FINGERPRINTS = """
+import torch
+import grader.probing as _probing
+
+REAL = _probing.run_schedule
+
+
+def _nan_everywhere(fn, staged, schedule, grads, params=(), seed=None, chain=False):
+    if len(schedule) == 1 or not chain:  # no chain (one call, or the untimed first sample): run it honestly
+        return REAL(fn, staged, schedule, grads, params, seed, chain)
+    out, _ = REAL(fn, staged, schedule[-1:], grads, params, seed)  # one call's work for the whole sample
+    return out.detach() * float("nan"), torch.full((len(schedule), 2), float("nan"))
+
+
+def _install():
+    _probing.run_schedule = _nan_everywhere
+    return 1
+
+
+NAN_EVERYWHERE = _install()
+"""
+
+
 # red team 2, session 33: a process of the learner's own widened its CPU mask and worked on the other core beside
 # the timed calls (the red team's ran half of exercise 2's calls there, and passed at 1.46x). The judge's CPU-time
 # bound (grader.speed.check_cores) caught it on an idle machine, but not in CI, where the other core was busy and
@@ -674,6 +699,11 @@ CHEATS: dict[str, Attack] = {
         "solution",
         {VALUES: "pass", SPEED: "during timing", COMPILED_SPEED: "during timing"},
         cells=(FROM_THE_SEED_ALONE,),
+    ),
+    "reports nan fingerprints, so the judge's chain recomputes nan (session 34)": Attack(
+        "solution",
+        {VALUES: "pass", SPEED: "did not compute what it should", COMPILED_SPEED: "did not compute what it should"},
+        cells=(NAN_FINGERPRINTS,),
     ),
     "a helper process would widen its CPU mask and work beside the timed calls (red team 2, session 33)": Attack(
         "solution",

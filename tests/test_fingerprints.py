@@ -212,3 +212,16 @@ def test_the_chain_reaches_a_function_blind_to_a_uniform_scale_of_its_input() ->
     assert torch.allclose(*blind, rtol=1e-6), "its output cannot see one factor for every column"
     _, unchained = run_schedule(normalised, STAGED, CHAINED, (True,), seed=7)
     assert _misses(unchained, linked(seeded(CHAINED, 7, STAGED), unchained), normalised) > 0.9
+
+
+@pytest.mark.parametrize("forged", [float("nan"), float("inf")])
+def test_a_forged_fingerprint_that_turns_the_judges_chain_to_nan_fails_every_spot_check(forged: float) -> None:
+    """The judge computes each call's chain from fingerprints the worker reports: nan or inf there makes the
+    judge's own recomputation nan, which must never count as a match (the last-output check accepts nan for nan)."""
+    _, honest = run_schedule(loss, STAGED, CHAINED, (True,), seed=7, chain=True)
+    fake = torch.full_like(honest, forged)
+    calls = linked(seeded(CHAINED, 7, STAGED), fake)
+    assert torch.isnan(chained(calls[1][1], None)[3]).all(), "the chain after a forged fingerprint is nan"
+    for j in (0, 1, len(CHAINED) - 1):
+        with pytest.raises(AssertionError, match="did not compute what it should"):
+            check_fingerprints(fake, calls, want, picks=[j])
