@@ -9,16 +9,17 @@ Two learners implement the same interface:
   watched while it waits and, by a watch thread, between requests. A worker that dies, hangs, grows too large
   or breaks the protocol is ended with everything it started; the next check gets a fresh worker. While the
   judge times its own baseline, ``frozen()`` holds every learner process stopped.
-* ``LocalLearner``, the learner's own feedback in a notebook: probes run in the same kernel. It is never
-  a grade.
+* ``LocalLearner`` (``grader.local_learner``), the learner's own feedback in a notebook: probes run in the same
+  kernel. It is never a grade.
+
+What a worker may use is in ``grader.worker_limits``, how it starts in ``grader.worker_start``, and what a failure
+raises in ``grader.learner_failures``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -29,203 +30,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
 
 from coursekit.profile import Profile
 from grader import cgroups, containment, machine_lock, sandbox
-from grader.protocol import (
-    ERROR_KINDS,
-    Answer,
-    Deadline,
-    ProtocolError,
-    clip,
-    pack,
-    readable,
-    recv_frame,
-    send_frame,
-    unpack,
-)
+from grader.learner_failures import WorkerLost, explain
+from grader.protocol import Answer, Deadline, ProtocolError, clip, pack, readable, recv_frame, send_frame, unpack
+from grader.worker_limits import Limits, disk_floor, filled, log_bytes, scratch_bytes
+from grader.worker_start import ROOT, SECRET_ENV, main_not_imported, policy_for, scrubbed_environ, worker_context
 
-START_METHOD_ENV = "GRADER_START_METHOD"  # "forkserver" (default where available) or "spawn"
-PRELOAD = ["grader.preload"]  # what the fork server imports once
-SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE|^GRADER_", re.IGNORECASE)
 LOAD_TIMEOUT_S = 120.0
-MIN_FREE_DISK = 1024**3  # a worker that leaves less free disk than this is stopped (see disk_floor)
-BLAME_MIN_BYTES = 64 * 1024**2  # ... if its scratch folder grew by this much, and by a quarter of what went (filled)
-SCRATCH_ENTRIES = 100_000  # files and folders ``scratch_bytes`` reads at most; a scratch folder with more is to blame
-MAX_TASKS_ENV = "GRADER_MAX_TASKS"
 WATCH_INTERVAL_S = 0.25  # how often the judge checks a worker's limits between requests (as while it waits)
-ROOT = Path(__file__).resolve().parents[1]
 SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions, every exercise
 SEED_SKIP = ("fxgraph", "aotautograd", "locks")  # cached graphs carry the source lines that compiled them
-
-
-class LearnerFailure(AssertionError):
-    """The learner's code failed inside a probe; the message says what to fix."""
-
-
-class Unsettled(LearnerFailure):
-    """A failure after which torch in the worker may be half-way through a compile: the worker is replaced."""
-
-
-class WorkerLost(AssertionError):
-    """The worker died, hung, or outgrew its limits during a check; it has been ended."""
-
-
-@dataclass
-class Limits:
-    """What one worker may use."""
-
-    memory_bytes: int
-    check_timeout_s: float
-    min_free_disk: int = MIN_FREE_DISK
-    max_tasks: int = field(default_factory=lambda: default_max_tasks())
-
-
-def default_max_tasks() -> int:
-    """Threads and processes a worker (with its children) may run at once: ``GRADER_MAX_TASKS``, else 512 or four a
-    core if more. A reference grading peaks at 13 on a 2-core CPU (torch's threads, the compiler's ``g++``); a
-    thread or fork bomb, which could take every process id on the machine from the other workers, is stopped."""
-    return int(os.environ.get(MAX_TASKS_ENV) or max(512, 4 * (os.cpu_count() or 1)))
-
-
-def disk_floor(free_at_start: int, min_free: int = MIN_FREE_DISK) -> int:
-    """The free disk below which a worker is stopped: ``min_free``, or half of what was free when its scratch folder
-    was made if that was less. A grading machine whose disk is already nearly full (CI after a large install) still
-    grades, and learner code may fill at most half of what is left."""
-    return min(min_free, free_at_start // 2)
-
-
-def scratch_bytes(folder: Path, cap: int = SCRATCH_ENTRIES) -> int | None:
-    """Bytes on disk under ``folder`` (its files' blocks: a sparse file counts what it holds), or None past ``cap``
-    files and folders, where reading further would cost the judge more than an honest grading ever writes, or where
-    a folder cannot be read (learner code may take its own folder's permissions away: what it hides counts as
-    much)."""
-    total, seen, folders = 0, 0, [folder]
-    while folders:
-        try:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    seen += 1
-                    if seen > cap:
-                        return None
-                    with contextlib.suppress(FileNotFoundError):  # removed meanwhile
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
-                        if entry.is_dir(follow_symlinks=False):
-                            folders.append(Path(entry.path))
-        except FileNotFoundError:  # a folder removed meanwhile
-            continue
-        except OSError:
-            return None
-    return total
-
-
-def log_bytes(workdir: Path) -> int:
-    """Bytes on disk in the logs of the workers in ``workdir``, which hold whatever learner code printed (up to the
-    file-size limit each): outside the scratch folder, yet written by the learner (red team, session 33: 500 MiB to
-    stdout per worker, four workers, and no one was blamed for the disk)."""
-    total = 0
-    for log in workdir.glob("worker-*.log"):
-        with contextlib.suppress(FileNotFoundError):
-            total += log.stat().st_blocks * 512
-    return total
-
-
-def filled(grew: int | None, went: int) -> bool:
-    """Whether a worker whose scratch folder grew by ``grew`` bytes (None: too many files to count) is the one that
-    took the disk below its floor, ``went`` bytes having gone from it since the folder was made. The floor is the
-    machine's: a classmate graded beside it, writing little, is not stopped for another's files."""
-    return grew is None or grew >= max(BLAME_MIN_BYTES, went // 4)
-
-
-def default_memory_limit() -> int:
-    """Bytes a worker (with its children) may hold: 60% of this machine's memory, at most 32 GiB."""
-    return int(min(0.6 * psutil.virtual_memory().total, 32 * 1024**3))
-
-
-@contextlib.contextmanager
-def scrubbed_environ() -> Iterator[None]:
-    """No secret in this process's environment while it starts a process (which copies it, and which a worker
-    could read back from its own ``/proc/self/environ``)."""
-    saved = {k: v for k, v in os.environ.items() if SECRET_ENV.search(k)}
-    for k in saved:
-        del os.environ[k]
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
-
-
-@contextlib.contextmanager
-def main_not_imported() -> Iterator[None]:
-    """While a worker starts, this process's ``__main__`` names no module and no file, so the worker does not
-    import it (``multiprocessing`` would, as ``__mp_main__``): a script that calls ``grade_notebook`` without an
-    ``if __name__ == "__main__":`` guard ran again inside every worker it started, which then never answered,
-    and every check failed after 240 s on "loading the notebook"; and no code of the judge's should run where
-    learner code does."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if k in main.__dict__}
-    main.__spec__ = None
-    main.__dict__.pop("__file__", None)
-    try:
-        yield
-    finally:
-        main.__dict__.update(saved)
-        if "__spec__" not in saved:
-            main.__dict__.pop("__spec__", None)
-
-
-def worker_context() -> mp.context.BaseContext:
-    """Workers fork from a server that imported torch, timm and the probes once (``forkserver``), or start from
-    scratch (``spawn``, ``GRADER_START_METHOD=spawn``). The server imports modules and runs nothing else."""
-    method = os.environ.get(START_METHOD_ENV) or (
-        "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    )
-    ctx = mp.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(PRELOAD)
-    return ctx
-
-
-def _worker_modules() -> list[Path]:
-    """The grader's files a worker may read: its own code and the probes and contracts (public in the kit)."""
-    grader = ROOT / "grader"
-    files = [
-        grader / n
-        for n in (
-            "__init__.py",
-            "protocol.py",
-            "worker.py",
-            "loader.py",
-            "sandbox.py",
-            "probing.py",
-            "notebook.py",
-            "numbers.py",
-            "quiet.py",
-            "preload.py",
-        )
-    ]
-    exercises = grader / "exercises"
-    files.append(exercises / "__init__.py")
-    for folder in sorted(exercises.glob("ex[0-9][0-9]")):
-        files += [folder / n for n in ("__init__.py", "probes.py", "contract.py")]
-    return [f for f in files if f.exists()]
-
-
-def policy_for(scratch: Path, device: str) -> sandbox.Policy:
-    """What a worker may touch: its scratch folder, the Python installation, ``coursekit/`` and the grader's
-    worker-side modules; nothing else of the repository (solutions, hidden checks, references, thresholds,
-    calibration, reports, submissions)."""
-    execute, read = sandbox.default_read_paths([ROOT / "coursekit", *_worker_modules()])
-    devices = [Path(p) for p in ("/dev/null", "/dev/zero", "/dev/full")]
-    if device.startswith("cuda"):
-        devices += sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]
-        read += [Path("/proc/driver/nvidia")]
-    return sandbox.Policy(scratch=scratch, read=read, list_only=[ROOT / "grader"], execute=execute, devices=devices)
 
 
 def _merge_into(source: Path, target: Path) -> None:
@@ -253,46 +70,6 @@ def _death(exitcode: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-exitcode}"
     return f"exited with code {exitcode} (sys.exit or os._exit in your code?)"
-
-
-def explain(error: dict[str, Any], contract: str, problems: list[str], probe: str) -> LearnerFailure:
-    """The judge's teaching message for a failure a probe reported."""
-    kind = error.get("kind")
-    if kind not in ERROR_KINDS:
-        raise ProtocolError(f"probe {probe} reported an unknown kind of failure")
-    where = clip(error.get("where") or "")
-    if kind == "missing":
-        name = clip(error.get("name"), 100)
-        why = "".join(f"\n  - {p}" for p in problems)
-        return LearnerFailure(
-            f"`{name}` is not defined in your notebook. Expected: {contract}"
-            + (f"\nWhile loading your notebook:{why}" if why else "")
-        )
-    if kind == "not_implemented":
-        return LearnerFailure(f"not implemented yet{where}: replace `raise NotImplementedError()` with your solution")
-    if kind in ("assertion", "unsettled"):
-        message = clip(error.get("message") or "your code failed this check")
-        return (Unsettled if kind == "unsettled" else LearnerFailure)(message)
-    first = clip(error.get("message") or "", 500)
-    etype = clip(error.get("type") or "Exception", 80)
-    if error.get("dynamo"):
-        return Unsettled(
-            f"torch.compile could not capture your code as one graph{where}: {first or etype}. Run "
-            "torch._dynamo.explain(fn)(*args) or set TORCH_LOGS=graph_breaks to see where it breaks."
-        )
-    if "can't allocate memory" in first or "not enough memory" in first or etype == "MemoryError":
-        return LearnerFailure(
-            f"your code ran out of memory{where}: the grading process may use at most its memory "
-            "limit. A huge allocation, or tensors kept alive in a list?"
-        )
-    failure = Unsettled if error.get("torch") else LearnerFailure
-    if etype == "NameError":  # it worked in the notebook: a value the grader's loader does not run
-        first += (
-            ". The grader runs only your notebook's imports, `def` and `class` statements and UPPER_CASE constants, "
-            "never other cells: a name assigned in lower case (or made in a demo cell) is not there when it grades. "
-            "Name the constant in UPPER_CASE, or compute it inside your function"
-        )
-    return failure(f"your code raised {etype}: {first}{where}")
 
 
 @dataclass
@@ -684,71 +461,6 @@ class RemoteLearner:
         while they are stopped."""
         with containment.same_cores(self.pids(), cpus, hold=self.frozen):
             yield
-
-
-class LocalLearner:
-    """Probes run in this very process, on a namespace (a learner's own notebook): feedback, never a grade."""
-
-    local = True
-
-    def __init__(self, namespace: dict[str, Any], exercise: str, profile: Profile) -> None:
-        from grader.exercises import part
-
-        self.namespace, self.exercise, self.profile = namespace, exercise, profile
-        self.problems: list[str] = []
-        self.state: dict = {}
-        self.deadline = float("inf")
-        self.needs: tuple[str, ...] | None = None  # the running check's needs (set by grader.results.run_check)
-        part(exercise, "probes")  # registers this exercise's probes in this process
-
-    def start(self, fresh: bool = False) -> None:
-        self.state = {}
-
-    def ask(
-        self,
-        probe: str,
-        args: dict | None = None,
-        tensors: dict[str, torch.Tensor] | None = None,
-        what: str = "this check",
-    ) -> Answer:
-        from grader import probing
-        from grader.interface import contract
-
-        call = probing.Call(
-            self.namespace,
-            args or {},
-            {k: v.detach().cpu().clone() for k, v in (tensors or {}).items()},
-            self.profile.device,
-            self.state,
-            None if self.needs is None else frozenset(self.needs),
-        )
-        try:
-            reply = probing.run(probe, call)
-        except Exception as exc:  # noqa: BLE001 - the learner's failure, explained as the grader would
-            error = probing.describe_error(exc)
-            raise explain(error, contract(self.exercise, error.get("name")), self.problems, probe) from None
-        _, tensors_out = unpack(pack({}, reply.tensors))  # the same copies and checks as over the wire
-        return Answer(probe, dict(reply.values), tensors_out)
-
-    @contextlib.contextmanager
-    def frozen(self) -> Iterator[int]:
-        yield 0
-
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        yield
-
-    @contextlib.contextmanager
-    def same_cores(self, cpus: set[int]) -> Iterator[None]:
-        """This process on ``cpus`` inside the block: here the learner's code and the baseline share it."""
-        with containment.same_cores(set(), cpus):
-            yield
-
-    def cpu_ns(self) -> int | None:
-        return None  # the learner and the baseline share this process: nothing to tell apart
-
-    def close(self) -> None:
-        self.state = {}
 
 
 def _serve(conn, config) -> None:

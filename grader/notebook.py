@@ -1,7 +1,7 @@
 """Checks inside a notebook, for the learner's own feedback: ``run_check("<id>", globals())``.
 
 Each check cell in an exercise calls ``run_check``. It runs the same check function the grader runs, with
-the probes in the learner's own kernel (``grader.learner.LocalLearner``): quick feedback, never a grade.
+the probes in the learner's own kernel (``grader.local_learner.LocalLearner``): quick feedback, never a grade.
 Grades come from ``python -m grader``, ``grader batch`` and ``make autograde``, which run every check in a
 judge process against a sandboxed worker (``grader.runner``); ``make autograde`` does not execute the
 notebook at all, so redefining ``run_check`` (or anything else) in a cell changes no grade.
@@ -126,7 +126,7 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
     global _CONTEXT
     from grader.context import Context
     from grader.interface import exercise_for  # noqa: F401 - the registry needs the contracts
-    from grader.learner import LocalLearner
+    from grader.local_learner import LocalLearner
     from grader.protocol import ProtocolError
     from grader.registry import get
     from grader.results import CheckResult

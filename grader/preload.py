@@ -1,4 +1,4 @@
-"""Imported once by the grader's fork server (``grader.learner.worker_context``): every grading worker forked
+"""Imported once by the grader's fork server (``grader.worker_start.worker_context``): every grading worker forked
 from it starts with torch, timm, the course package, the loader and every exercise's probes imported, so
 the sandboxed worker never needs to read the grader's files.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from grader.learner import Unsettled, WorkerLost
+from grader.learner_failures import Unsettled, WorkerLost
 from grader.protocol import ProtocolError
 from grader.quiet import judge_compiles_quiet
 from grader.registry import Check, Measured, Shortfall

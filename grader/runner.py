@@ -20,12 +20,14 @@ from tqdm.auto import tqdm
 from coursekit.profile import Profile
 from grader import cgroups, judging, machine_lock, sandbox
 from grader.context import Context
-from grader.learner import Limits, RemoteLearner, WorkerLost, default_memory_limit
+from grader.learner import RemoteLearner
+from grader.learner_failures import WorkerLost
 from grader.loader import NotebookError, read_cells
 from grader.protocol import ProtocolError
 from grader.registry import checks_for, get
 from grader.results import CheckResult, run_check
 from grader.scan import Flag, scan_cells
+from grader.worker_limits import Limits, default_memory_limit
 
 CHECK_TIMEOUT_S = {"cpu": 240.0, "cuda": 300.0}
 NOTEBOOK_BUDGET_S = {"cpu": 1200.0, "cuda": 1800.0}
@@ -70,7 +72,7 @@ def sandbox_report(policy: str = "prefer") -> sandbox.Report:
 
 def is_reference_solution(notebook: Path) -> bool:
     """True for a notebook in this repository's ``solutions/`` (instructor code, trusted to seed caches)."""
-    from grader.learner import ROOT
+    from grader.worker_start import ROOT
 
     try:
         return notebook.resolve().parent == (ROOT / "solutions").resolve()

@@ -18,8 +18,9 @@ import pytest
 from coursekit.profile import get_profile
 from grader import cgroups, containment
 from grader import learner as learner_module
-from grader.learner import Limits, RemoteLearner
+from grader.learner import RemoteLearner
 from grader.runner import sandbox_report
+from grader.worker_limits import Limits
 from tests.test_sandbox import in_sandbox, needs_sandbox
 
 PROBE = cgroups.create(64)

@@ -10,8 +10,11 @@ import pytest
 
 from coursekit.profile import get_profile
 from grader import learner as learner_module
-from grader.learner import MIN_FREE_DISK, Limits, RemoteLearner, WorkerLost, disk_floor
+from grader import worker_limits
+from grader.learner import RemoteLearner
+from grader.learner_failures import WorkerLost
 from grader.runner import sandbox_report
+from grader.worker_limits import MIN_FREE_DISK, Limits, disk_floor, scratch_bytes
 
 MiB = 1024**2
 
@@ -96,7 +99,7 @@ def test_what_learner_code_prints_to_its_workers_log_counts_against_it(
     learner = _learner_on_a_disk(tmp_path, monkeypatch, free, wrote)
     (tmp_path / "worker-1.log").write_bytes(b"x" * MiB)
     (tmp_path / "notes.txt").write_bytes(b"x" * MiB)
-    assert MiB <= learner_module.log_bytes(tmp_path) < 2 * MiB, "the workers' logs, nothing else"
+    assert MiB <= worker_limits.log_bytes(tmp_path) < 2 * MiB, "the workers' logs, nothing else"
     printed = [0]
     monkeypatch.setattr(learner_module, "log_bytes", lambda workdir: printed[0])
     free[0] = MIN_FREE_DISK - MiB
@@ -107,7 +110,6 @@ def test_what_learner_code_prints_to_its_workers_log_counts_against_it(
 
 
 def test_a_scratch_folder_is_measured_by_the_blocks_it_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.learner import scratch_bytes
 
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "data").write_bytes(b"x" * (3 * MiB))
@@ -115,14 +117,14 @@ def test_a_scratch_folder_is_measured_by_the_blocks_it_holds(tmp_path: Path, mon
         fh.truncate(1024 * MiB)
     assert 3 * MiB <= scratch_bytes(tmp_path) < 4 * MiB
     assert scratch_bytes(tmp_path, cap=2) is None, "past the cap: not counted, to blame"
-    real = learner_module.os.scandir
+    real = worker_limits.os.scandir
 
     def hidden(path):  # a folder learner code took its permissions from
         if str(path).endswith("b"):
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(learner_module.os, "scandir", hidden)
+    monkeypatch.setattr(worker_limits.os, "scandir", hidden)
     assert scratch_bytes(tmp_path) is None
 
 
@@ -168,6 +170,5 @@ def test_bytes_written_to_a_deleted_file_still_count_against_their_worker(
 
 
 def scratch_bytes_of(folder: Path) -> int:
-    from grader.learner import scratch_bytes
 
     return scratch_bytes(folder) or 0

@@ -23,7 +23,7 @@ import torch
 
 from coursekit.profile import get_profile
 from grader import containment, speed
-from grader.learner import LocalLearner
+from grader.local_learner import LocalLearner
 from grader.probing import Call, Reply, probe, stage_timed
 
 # a process that works whenever it runs; with an argument, it starts a process that many seconds after it began

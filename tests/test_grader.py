@@ -135,8 +135,8 @@ def test_a_probe_that_reads_a_name_its_check_does_not_need_fails_the_check(grade
     """``needs`` is enforced, here and in the worker: the wrong-submission test's pruning (tests/affected.py)
     relies on it. A check that needs only SmoothedCE asks for builtin_smoothed_ce."""
     from grader import registry
-    from grader.learner import LocalLearner
     from grader.loader import load_notebook
+    from grader.local_learner import LocalLearner
     from grader.results import run_check
 
     monkeypatch.setattr(registry, "CHECKS", dict(registry.CHECKS))

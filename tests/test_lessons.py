@@ -17,7 +17,7 @@ from coursekit.lessons import Lesson, lessons
 from grader import probing, registry
 from grader.context import Context
 from grader.exercises import exercise_ids
-from grader.learner import LocalLearner
+from grader.local_learner import LocalLearner
 from grader.results import run_check
 
 ROOT = Path(__file__).resolve().parents[1]

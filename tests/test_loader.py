@@ -13,7 +13,7 @@ from IPython.core import inputtransformer2
 
 from grader import loader
 from grader.interface import contract
-from grader.learner import explain
+from grader.learner_failures import explain
 from grader.loader import MAX_JSON_VALUES, NotebookError, load_cells, load_notebook, read_cells, submission_bytes
 from grader.scan import scan_cells
 

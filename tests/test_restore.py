@@ -8,8 +8,8 @@ import copy
 
 import nbformat
 
-from grader.learner import ROOT
 from grader.restore import NOTES_TITLE, add_notes_cell, grade_id, read_notes, restore_locked_cells
+from grader.worker_start import ROOT
 
 RELEASED = nbformat.read(ROOT / "exercises" / "01_cross_entropy_ladder.ipynb", as_version=4)
 

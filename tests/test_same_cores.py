@@ -14,7 +14,7 @@ import torch
 from coursekit.profile import get_profile
 from grader import containment
 from grader.batch import slot_cores
-from grader.learner import LocalLearner
+from grader.local_learner import LocalLearner
 from grader.probing import Call, Reply, probe, stage_timed
 from grader.speed import compare
 
@@ -119,9 +119,10 @@ def test_the_judge_counts_the_cpu_time_of_processes_a_worker_started(tmp_path) -
     """Red team, session 33: a process the worker started, on a core of its own (it widened its CPU mask), ran half
     of each timed sample's calls, and exercise 2's slow scorer passed its speed check at 1.46x. The judge reads the
     CPU time of the worker's whole tree (its cgroup where it has one), which such a helper adds to."""
-    from grader.learner import Limits, RemoteLearner
+    from grader.learner import RemoteLearner
     from grader.runner import sandbox_report
     from grader.speed import check_cores
+    from grader.worker_limits import Limits
 
     limits = Limits(memory_bytes=4 << 30, check_timeout_s=60)
     with RemoteLearner([BURNERS], "ex00", get_profile("smoke"), limits, report=sandbox_report("prefer"),

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from grader import sandbox
-from grader.learner import ROOT, policy_for
 from grader.protocol import Answer, Deadline, ProtocolError, pack, recv_frame, send_frame, unpack
+from grader.worker_start import ROOT, policy_for
 
 REPORT = sandbox.probe()
 needs_sandbox = pytest.mark.skipif(not REPORT.active, reason=f"no sandbox here: {REPORT.why_not}")

@@ -8,8 +8,9 @@ import pytest
 
 from coursekit.profile import get_profile
 from grader import learner as learner_module
-from grader.learner import Limits, RemoteLearner
+from grader.learner import RemoteLearner
 from grader.runner import sandbox_report
+from grader.worker_limits import Limits
 
 KERNEL = Path("inductor/ab/cab123.so")
 GRAPH = Path("inductor/fxgraph/xy/fxgraph-entry")  # a cached graph carries the source lines that compiled it

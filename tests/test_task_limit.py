@@ -16,8 +16,10 @@ import pytest
 from coursekit.profile import get_profile
 from grader import containment
 from grader import learner as learner_module
-from grader.learner import Limits, RemoteLearner, WorkerLost, default_max_tasks
+from grader.learner import RemoteLearner
+from grader.learner_failures import WorkerLost
 from grader.runner import sandbox_report
+from grader.worker_limits import MAX_TASKS_ENV, Limits, default_max_tasks
 
 
 def _learner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, usage: list[tuple[int, int]]) -> RemoteLearner:
@@ -46,9 +48,9 @@ def test_a_worker_over_its_threads_and_processes_is_stopped_with_a_message(
 
 
 def test_the_default_leaves_room_for_every_core_and_can_be_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(learner_module.MAX_TASKS_ENV, raising=False)
+    monkeypatch.delenv(MAX_TASKS_ENV, raising=False)
     assert default_max_tasks() >= max(512, 4 * (os.cpu_count() or 1))
-    monkeypatch.setenv(learner_module.MAX_TASKS_ENV, "2048")
+    monkeypatch.setenv(MAX_TASKS_ENV, "2048")
     assert default_max_tasks() == 2048 == Limits(memory_bytes=1, check_timeout_s=1).max_tasks
 
 

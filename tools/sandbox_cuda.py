@@ -18,8 +18,8 @@ from pathlib import Path
 import torch  # noqa: F401 - imported before forking, like the fork server
 
 from grader import sandbox
-from grader.learner import policy_for
 from grader.worker import worker_environment
+from grader.worker_start import policy_for
 
 EXTRA = {  # paths a CUDA driver may want beyond the worker's policy, tried one group at a time
     "run": ["/run", "/var/run"],

@@ -21,7 +21,9 @@ PUBLIC_GRADER = (
     "interface.py",
     "judging.py",
     "learner.py",
+    "learner_failures.py",
     "loader.py",
+    "local_learner.py",
     "machine_lock.py",
     "notebook.py",
     "numbers.py",
@@ -37,6 +39,8 @@ PUBLIC_GRADER = (
     "scan.py",
     "test_submission.py",
     "worker.py",
+    "worker_limits.py",
+    "worker_start.py",
     "workshop.py",
     "exercises/__init__.py",
 )
