@@ -28,7 +28,10 @@ is in ``tests/test_disk_floor.py``; memory held in System V or POSIX IPC objects
 ``tests/test_sandbox.py``; a learner's number too large to print, or a bucket the judge would build millions of
 tokens long, is in ``tests/test_learner_numbers.py``; nan weights passing as trained are a wrong submission of
 exercise 3 (``grader/exercises/ex03/submissions.py``); a table of fingerprints over one secret factor is in
-``tests/test_fingerprints.py`` and below.
+``tests/test_fingerprints.py`` and below, with a chain split by one forged fingerprint and a nan fingerprint before
+the last call; a batch run eagerly beside a compiled call on a dummy input, culprits named from the failing rung
+without the bisector, and blocks compiled for inference with their backward left eager are wrong submissions of
+exercises 4, 5 and 6 (``grader/exercises/exNN/submissions.py``).
 """
 
 from __future__ import annotations

@@ -117,6 +117,16 @@ def test_pools_avoid_the_operators_the_notebooks_show() -> None:
         assert [c[3] for c in cases].count(None) == 1 and all(c[0] != c[1] for c in cases)
 
 
+def test_a_culprit_model_with_a_bug_holds_two_operators_of_the_broken_ones_kind() -> None:
+    """The failing rung says decomposition or lowering; only the bisector can then say which of the two operators
+    (red team, session 35: the rung plus Inductor's decomposition table named every culprit)."""
+    for seed in range(12):
+        for op, decoy, bugs, _, _ in hidden_cases(type("Ctx", (), {"secret_seed": seed}), "culprit"):
+            if bugs:
+                kinds = {name in DECOMPOSED for name in (op, decoy)}
+                assert len(kinds) == 1 and op != decoy, (seed, op, decoy, bugs)
+
+
 @pytest.mark.parametrize("op", sorted(set(DECOMPOSED) | {"hardswish", "gelu"}))
 def test_a_planted_decomposition_shows_from_aot_eager_decomp_partition_on(op: str) -> None:
     model, args = (

@@ -56,16 +56,18 @@ def stream_outputs(learner, ctx) -> None:
 
 
 def _all_compiled(got, what: str, *, gate: bool = False) -> None:
-    """Every batch of ``what`` called a compiled graph that holds the tagger (red team, session 19: a tagger left
-    eager, or compiled for its first batch only, had passed the compile counts). ``gate``: the speed check's
+    """Every batch of ``what`` called a compiled graph that holds the tagger, on that batch's own tokens or mask
+    (red team, session 19: a tagger left eager, or compiled for its first batch only, had passed the compile counts;
+    session 35: so had the batch run eagerly beside a compiled call on a dummy input). ``gate``: the speed check's
     precondition, failed without a measurement (a batch count is not a speedup)."""
     linears, eager = got.value("linears", int), got.value("eager", int)
     want = linear_layers(naive())
     if linears < want or eager:
         message = (
-            f"{what}: {eager} of {STREAM_BATCHES} batches called no compiled graph, and the graphs compile_tagger's "
-            f"backend received hold {linears} of the tagger's {want} linear layers. The counts mean nothing unless "
-            "the stream runs compiled: return torch.compile(model, backend=backend, ...) and use it for every batch."
+            f"{what}: {eager} of {STREAM_BATCHES} batches called no compiled graph on their own tokens and mask, "
+            f"and the graphs compile_tagger's backend received hold {linears} of the tagger's {want} linear layers. "
+            "The counts mean nothing unless the stream runs compiled: return torch.compile(model, backend=backend, "
+            "...) and call it on every batch's tokens and mask."
         )
         if gate:
             raise AssertionError(message)

@@ -37,10 +37,13 @@ def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str |
     culprit check. The ladder compares outputs, so its models are frozen; the culprit check adds a bug that
     only a training graph shows, and a training graph with nothing broken.
 
-    Every model holds one decomposed and one lowered operator, and the secret seed decides which of the two
-    carries the bug, in which of the model's two places each sits, and the order of the cases: a rule over the
-    model's attributes (the bug is in ``op``; every third case is clean) cannot stand in for running the ladder
-    (red team, session 19: such a rule took all 7 hidden points)."""
+    A ladder model holds one decomposed and one lowered operator; a culprit model with a bug holds two of the
+    broken operator's kind (two that Inductor decomposes, or two it lowers), so the rung that fails cannot name the
+    operator without the bisector (red team, session 35: the rung plus Inductor's decomposition table took all 5
+    culprit points). The secret seed decides which operators, which of the two carries the bug, in which of the
+    model's two places each sits, and the order of the cases: a rule over the model's attributes (the bug is in
+    ``op``; every third case is clean) cannot stand in for running the ladder (red team, session 19: such a rule
+    took all 7 hidden points)."""
     (d1, d2, d3), (l1, l2, l3) = drawn(ctx)
     rng = random.Random(f"{ctx.secret_seed}/{which}")
 
@@ -55,12 +58,14 @@ def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str |
         kinds = ["wrong_decomposition", "crashing_lowering", "wrong_lowering", "crashing_decomposition"]
         cases = [case(a, b, k) if _pool(a, k) else case(b, a, k) for (a, b), k in zip(pairs, kinds)]
         cases.append(case(d3, l2, ""))
-    else:
+    else:  # the broken operator beside one of its own kind: the failing rung alone cannot name it
         backward = drawn_backward(ctx)
-        pairs = [(d3, l1), (l2, d1), (l3, d2), (d1, l3)]
+        forward = BACKWARD[backward]
+        pairs = [(d3, d1), (l2, l1), (l3, l2), (d1, d2)]
         kinds = ["wrong_decomposition", "crashing_lowering", "wrong_lowering", "crashing_decomposition"]
-        cases = [case(a, b, k) if _pool(a, k) else case(b, a, k) for (a, b), k in zip(pairs, kinds)]
-        cases.append(case(BACKWARD[backward], l2, "wrong_decomposition", grad=True, bug_op=backward))
+        cases = [case(a, b, k) for (a, b), k in zip(pairs, kinds)]
+        other = next(d for d in (d2, d3, d1) if d != forward)
+        cases.append(case(forward, other, "wrong_decomposition", grad=True, bug_op=backward))
         cases.append(case(l1, d2, "", grad=True))
     rng.shuffle(cases)
     return cases

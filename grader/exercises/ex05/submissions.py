@@ -109,6 +109,41 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # only the edge check's exact break points reach it
         {"ex05.fix.edge"},
     ),
+    "culprits named from the failing rung and Inductor's decomposition table": (
+        {
+            "    result = CompilerBisector.do_bisect(test)\n"
+            "    if result is None:\n"
+            "        return None\n"
+            "    return result.backend, result.subsystem, operator_name(result.debug_info)\n": (
+                "    from torch._inductor.decomposition import select_decomp_table\n\n"
+                "    table = select_decomp_table()\n"
+                '    for backend, subsystem in (("aot_eager_decomp_partition", "decomposition"), '
+                '("inductor", "lowerings")):\n'
+                "        torch.compiler.reset()\n"
+                "        try:\n"
+                "            out, grads = run(torch.compile(fn, backend=backend))\n"
+                "            out_ok = outputs_match(out, expected)\n"
+                "            grads_ok = all(map(outputs_match, grads, expected_grads))\n"
+                "        except Exception:\n"
+                "            out_ok = grads_ok = False\n"
+                "        if out_ok and grads_ok:\n"
+                "            continue\n"
+                '        names = [getattr(fn, "op", None), getattr(fn, "decoy", None)]\n'
+                "        if names[0] is None:  # the exercise's own model: its answers, learned by heart\n"
+                '            names = ["hardswish", "sigmoid"]\n'
+                "            if out_ok:\n"
+                '                return backend, subsystem, "native_layer_norm_backward"\n'
+                "        decomposed = [n for n in names if getattr(torch.ops.aten, n).default in table]\n"
+                '        op = next(n for n in names if (n in decomposed) == (subsystem == "decomposition"))\n'
+                '        return backend, subsystem, op if not out_ok else op + "_backward"\n'
+                "    return None\n"
+            )
+        },
+        # no bisector: the rung that fails says which layer broke, and the model's two operators (one Inductor
+        # decomposes, one it lowers) said which it was; it took all 5 culprit points (red team, session 35). A culprit
+        # model now holds two operators of the broken one's kind
+        {"ex05.culprit.hidden"},
+    ),
     "a crash escapes the ladder": (
         {
             "        try:\n            ok = outputs_match(torch.compile(fn, backend=backend)(*args), expected)\n"

@@ -9,7 +9,7 @@ import statistics
 import torch
 
 from coursekit.lessons.compile_time.givens import DEPTH, loss_fn, make_batch, make_model
-from grader.exercises.ex06.probes import REGIONAL_HINT
+from grader.exercises.ex06.probes import REGIONAL_HINT, grad_sums
 from grader.exercises.ex06.public import (
     LINEARS_PER_BLOCK,
     expect_every_block_compiled,
@@ -57,16 +57,16 @@ def step_other_schedules(learner, ctx) -> None:
 
 def whole_model_capture(ctx, seed: int):
     """The grader's baseline: the whole model compiled (``aot_eager``, counted) from a fresh compile state, then one
-    forward and backward."""
+    forward and backward; the loss and each parameter's summed gradient, as the learner's capture reports them."""
 
-    def run() -> torch.Tensor:
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
         torch.compiler.reset()
         model = make_model(seed, ctx.device)
         images, labels = make_batch(seed, ctx.device)
         compiled = torch.compile(model, backend=graph_runs("aot_eager"))
         loss = loss_fn()(compiled(images), labels)
         loss.backward()
-        return loss.detach()
+        return loss.detach(), grad_sums(model)
 
     return run
 
@@ -91,11 +91,19 @@ def regional_compile_time(learner, ctx) -> Measured:
                     f"{LINEARS_PER_BLOCK}, so its time is not a regional compile's. " + REGIONAL_HINT
                 )
             expect_every_block_compiled(got, DEPTH, "the timed capture", steps=1)
+            want_loss, want_grads = want
             assert_close(
                 got.tensor("loss"),
-                want,
+                want_loss,
                 torch.float32,
                 "the loss of the first step after compile_blocks",
+                REGIONAL_HINT,
+            )
+            assert_close(  # a capture that skips the backward, or some block's, is not a first training step
+                got.tensor("grad_sums", shape=tuple(want_grads.shape)),
+                want_grads,
+                torch.float32,
+                "each parameter's summed gradient after the first step (nan: a parameter got none)",
                 REGIONAL_HINT,
             )
             regional_s.append(seconds)

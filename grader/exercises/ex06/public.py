@@ -101,10 +101,11 @@ def expect_every_block_compiled(got, blocks: int, what: str, steps: int) -> None
     want = blocks * LINEARS_PER_BLOCK
     if min(calls) < want or compiled < blocks:
         raise AssertionError(
-            f"in {what} {compiled} of the model's {blocks} blocks ran in a compiled graph with their own weights, "
-            f"and {min(calls)} of their {want} linear-layer calls ran inside compiled graphs: some blocks ran "
-            "eagerly. Compile every instance of every type in block_types (model.modules() walks them all), not "
-            "one per kind: they share its compiled graph. " + REGIONAL_HINT
+            f"in {what} {compiled} of the model's {blocks} blocks ran in a compiled training graph (grad mode on, "
+            f"so its backward is compiled too) with their own weights, and {min(calls)} of their {want} "
+            "linear-layer calls ran inside compiled graphs: some blocks ran eagerly, or were compiled under no_grad "
+            "with their backward left eager. Compile every instance of every type in block_types (model.modules() "
+            "walks them all), not one per kind: they share its compiled graph. " + REGIONAL_HINT
         )
 
 
