@@ -209,12 +209,15 @@ def op_calls(graph: torch.fx.GraphModule, names: tuple[str, ...]) -> int:
 
 def graph_runs(backend: Any) -> Any:
     """A counting backend: Dynamo's ``CompileCounterWithBackend`` (frames, and the graphs it kept in ``.graphs``),
-    plus for each graph ``.graphs[i]`` its calls (``.runs[i]``) and the storages of the tensors it read
+    plus for each graph ``.graphs[i]`` its calls (``.runs[i]``), the storages of the tensors it read
     (``.touched[i]``, data pointers: its own parameters and buffers, where an optimizer's are baked in, and every
-    call's arguments, where a module's arrive under ``inline_inbuilt_nn_modules``). A frame compiled once and then
-    bypassed shows as a graph that stops running; a graph run with some other module's weights shows which it read.
-    Dynamo's testing module is imported here, not with this module: imported early in a worker, Inductor fixes its
-    cache folder before the worker points it at its scratch folder."""
+    call's arguments, where a module's arrive under ``inline_inbuilt_nn_modules``) and whether it was compiled for
+    training (``.training[i]``: grad mode on and an input that requires grad, so AOTAutograd traces a backward too).
+    ``.calls`` lists every call in order: the graph's index and each tensor argument's data pointer and shape. A
+    frame compiled once and then bypassed shows as a graph that stops running; a graph run with some other module's
+    weights shows which it read; a graph run on a stand-in input (a token compile beside eager work) shows in
+    ``.calls``. Dynamo's testing module is imported here, not with this module: imported early in a worker,
+    Inductor fixes its cache folder before the worker points it at its scratch folder."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
     class GraphRuns(CompileCounterWithBackend):
@@ -222,16 +225,24 @@ def graph_runs(backend: Any) -> Any:
             super().__init__(backend)
             self.runs: list[int] = []
             self.touched: list[set[int]] = []
+            self.training: list[bool] = []
+            self.calls: list[tuple[int, frozenset[tuple[int, tuple[int, ...]]]]] = []
 
         def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
             index = len(self.runs)  # appended before the backend runs, as super() appends the graph
             self.runs.append(0)
             self.touched.append({t.data_ptr() for t in (*gm.parameters(), *gm.buffers())})
+            self.training.append(
+                torch.is_grad_enabled()
+                and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*example_inputs, *gm.parameters()))
+            )
             compiled = super().__call__(gm, example_inputs)
 
             def run(*args: Any) -> Any:
                 self.runs[index] += 1
-                self.touched[index].update(a.data_ptr() for a in args if isinstance(a, torch.Tensor))
+                tensors = [a for a in args if isinstance(a, torch.Tensor)]
+                self.touched[index].update(a.data_ptr() for a in tensors)
+                self.calls.append((index, frozenset((a.data_ptr(), tuple(a.shape)) for a in tensors)))
                 return compiled(*args)
 
             return run
@@ -283,7 +294,7 @@ def multipliers(seed: int, calls: int, staged: list[tuple]) -> dict[int, torch.T
         return {}
     generator = torch.Generator(device=floats[0].device).manual_seed(seed)
     return {
-        w: torch.empty(calls, w, device=floats[0].device).uniform_(*SCALE, generator=generator)
+        w: torch.empty(calls, w, device=floats[0].device, dtype=torch.float32).uniform_(*SCALE, generator=generator)
         for w in sorted({width(a) for a in floats})
     }
 
@@ -306,6 +317,7 @@ def seeded(schedule: list[tuple[int, Scale]], seed: int | None, staged: list[tup
 # passed at 1.37x to 1.86x)
 CHAIN_TURNS = 100.0
 CHAIN_DEPTH = 0.1
+REACH = (SCALE[0] * (1 - CHAIN_DEPTH), SCALE[1] * (1 + CHAIN_DEPTH))  # every factor a chained call can take
 GOLDEN_ANGLE = math.pi * (3 - math.sqrt(5))
 _OFFSETS: dict[tuple[int, torch.device], torch.Tensor] = {}
 
@@ -353,9 +365,9 @@ def transform(args: tuple, scale: Scale, grads: tuple[bool, ...]) -> tuple:
     out = []
     for a, grad in zip(args, grads):
         if isinstance(a, torch.Tensor) and a.is_floating_point():
-            if isinstance(scale, dict):  # rows on ``a``'s device (``multipliers`` draws them there)
-                factors = scale[width(a)]
-                a = a * (factors if a.dim() else factors[0])
+            if isinstance(scale, dict):  # rows on ``a``'s device (``multipliers`` draws them there), in float32:
+                factors = scale[width(a)]  # ``a`` keeps its own dtype (a bf16 input stays bf16, as in the first call)
+                a = (a * (factors if a.dim() else factors[0])).to(a.dtype)
             else:
                 a = a * scale
             if grad:

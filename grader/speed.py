@@ -18,7 +18,9 @@ per-trial ratios:
   the answer, which the worker sends after synchronising its device; the answer carries the last output,
   which the judge checks against its own reference for that very input, and every call's fingerprint
   (``grader.probing.fingerprint``), of which the judge recomputes calls it picks only after the answer
-  arrived, so a sample whose calls were skipped shows. A candidate that keeps state (a training step, whose
+  arrived, so a sample whose calls were skipped shows, and every call of ``WHOLE_SAMPLES`` samples it picked in
+  secret: a forged fingerprint would split a chain in two that could run side by side, and code that did so in
+  most samples (as raising the median needs) is caught with odds of at least 1 - 2**-WHOLE_SAMPLES. A candidate that keeps state (a training step, whose
   loss depends on every step before it) is timed in lockstep: the baseline trains on every schedule the
   candidate gets, in the same order, and every call's fingerprint must match. The round trip (well under a
   millisecond) counts against the learner, never for.
@@ -48,7 +50,7 @@ import torch
 
 from coursekit.timing import Timing, quartiles_of, synchronize
 from grader.containment import timing_cores
-from grader.probing import SCALE, Scale, chained, run_schedule, seeded, transform, warm_chain
+from grader.probing import REACH, Scale, chained, run_schedule, seeded, transform, warm_chain
 from grader.protocol import Answer
 
 IDLE_GPU_LATENCY_S = 0.002  # a tiny kernel that takes longer than this is sharing the GPU with another context
@@ -56,6 +58,7 @@ IDLE_GPU_WAIT_S = 10.0
 MAX_CALLS = 10_000
 FINGERPRINT_RTOL = 1e-3  # L1 norms of float32 values, computed by two implementations of the same maths
 SPOT_CHECKS = 2  # calls per timed sample whose fingerprints the judge recomputes
+WHOLE_SAMPLES = 3  # timed samples per comparison, picked in secret, whose every call the judge recomputes
 CORE_SLACK, CORE_SLACK_S = 1.25, 0.005  # CPU time a timed sample may use: its cores' share of its time, and a margin
 
 
@@ -66,7 +69,7 @@ class BusyDevice(AssertionError):
 @dataclass(frozen=True)
 class Sample:
     """A timed sample's calls, ``(input set, factor)`` each, and the seed of their factors per column (None: each
-    call's one factor, as in the untimed first call that runs every set at both ends of ``SCALE``)."""
+    call's one factor, as in the untimed first call that runs every set at both ends of ``REACH``)."""
 
     calls: list[tuple[int, Scale]]
     seed: int | None = None
@@ -150,11 +153,19 @@ def _time_local(
 
 
 def check_record(prints: torch.Tensor, shape: tuple[int, ...]) -> None:
-    """The worker's per-call fingerprints must have ``shape``: one row for every call of the sample."""
-    if tuple(prints.shape) != tuple(shape):
+    """The worker's per-call fingerprints must have ``shape`` (one row for every call of the sample), in float32,
+    finite and not negative, as L1 norms are: the judge chains each call's factors from the row before it, and a
+    forged nan there would make its reference for the next call nan too, which the last-output check (nan equals
+    nan) would pass."""
+    if tuple(prints.shape) != tuple(shape) or prints.dtype != torch.float32:
         raise AssertionError(
-            f"the timed calls' record has shape {tuple(prints.shape)}, not {tuple(shape)}: every call of a "
-            "timed sample leaves one, unless code rewrote the grader's timing"
+            f"the timed calls' record has shape {tuple(prints.shape)}, not {tuple(shape)}, or dtype {prints.dtype}, "
+            "not float32: every call of a timed sample leaves one row, unless code rewrote the grader's timing"
+        )
+    if not bool(torch.isfinite(prints).all()) or bool((prints < 0).any()):
+        raise AssertionError(
+            "the timed calls' record holds nan, inf or a negative norm: a timed call's output or gradients were "
+            "not finite, or code rewrote the grader's timing"
         )
 
 
@@ -280,14 +291,17 @@ def compare(
         # them with the baseline's own: chained factors would carry each side's rounding into the next call
         return Sample([(rng.randrange(sets), 1.0) for _ in range(n)], rng.getrandbits(53), chain=not lockstep)
 
-    coverage = Sample([(i, end) for i in range(sets) for end in SCALE])  # every set at both ends, untimed
+    coverage = Sample([(i, end) for i in range(sets) for end in REACH])  # every set at both ends, untimed
 
     picker = random.Random(rng.random())  # which calls are recomputed: drawn after each answer
+    # and samples recomputed whole: one forged fingerprint splits a chain in two, which could then run side by side
+    # (a review, session 35), and a spot check finds it only where it picks that call
+    whole = set(picker.sample(range(trials), min(WHOLE_SAMPLES, trials)))
 
     def want(entry: tuple[int, Scale]) -> torch.Tensor:
         return run_schedule(baseline, local, [entry], grads, params)[1][0]
 
-    def check(answer: Answer, sample: Sample, local_prints: torch.Tensor) -> None:
+    def check(answer: Answer, sample: Sample, local_prints: torch.Tensor | None, every: bool = False) -> None:
         calls = seeded(sample.calls, sample.seed, local)  # each call's factors, as both sides drew them
         if sample.chain:  # and each call's link to the one before it, from the fingerprint the worker reported
             calls = linked(calls, answer.tensor("prints"))
@@ -297,7 +311,7 @@ def compare(
         if lockstep:
             check_lockstep(answer.tensor("prints"), local_prints)
             return
-        picks = picker.sample(range(len(calls)), min(spot_checks, len(calls)))
+        picks = range(len(calls)) if every else picker.sample(range(len(calls)), min(spot_checks, len(calls)))
         check_fingerprints(answer.tensor("prints"), calls, want, picks)
 
     def prints_of(timed: tuple[float, Any]) -> torch.Tensor:
@@ -311,6 +325,7 @@ def compare(
         answer = _time_remote(learner, handle, coverage)[1]  # compiles happen here, on both sides, untimed
         check(answer, coverage, prints_of(_time_local(baseline, local, coverage, grads, device, params)))
         pinned.enter_context(same_cores(learner, threads))
+        cores = len(timing_cores(threads))  # what they are pinned to: fewer than threads where fewer are allowed
         for _ in range(max(1, warmup)):
             _, answer = _time_remote(learner, handle, sched := schedule(1))
             mine = prints_of(_time_local(baseline, local, sched if lockstep else schedule(1), grads, device, params))
@@ -319,9 +334,8 @@ def compare(
         with learner.frozen():  # it sizes the baseline's samples: learner code that slowed it would shorten them
             wait_for_idle_gpu(device)
             once_b, (_, mine) = _time_local(baseline, local, first, grads, device, params)
-        once_c, answer = _time_remote(learner, handle, first if lockstep else schedule(1))
-        if lockstep:
-            check(answer, first, mine)
+        once_c, answer = _time_remote(learner, handle, sized := first if lockstep else schedule(1))
+        check(answer, sized, mine)
         calls_b = max(1, min(MAX_CALLS, int(min_sample_s / max(once_b, 1e-7)) + 1))
         calls_c = max(1, min(MAX_CALLS, int(min_sample_s / max(once_c, 1e-7)) + 1))
         if lockstep:  # the same calls on both sides: as many as the slower side's sample needs
@@ -349,9 +363,9 @@ def compare(
                         seconds, (_, mine) = _time_local(baseline, local, sched_b, grads, device, params)
                     times_b.append(seconds / calls_b)
                 else:
-                    seconds, answer = _time_remote(learner, handle, sched_c, threads)
+                    seconds, answer = _time_remote(learner, handle, sched_c, cores)
                     times_c.append(seconds / calls_c)
-            check(answer, sched_c, mine)
+            check(answer, sched_c, mine, every=trial in whole)
             trial += 1
     finally:
         pinned.close()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
-from grader.probing import SCALE, chained, multipliers, run_schedule, seeded
+from coursekit.profile import get_profile
+from grader import speed
+from grader.local_learner import LocalLearner
+from grader.probing import SCALE, Call, Reply, chained, multipliers, probe, run_schedule, seeded, stage_timed
 from grader.speed import FINGERPRINT_RTOL, check_fingerprints, check_lockstep, linked
 
 STAGED = [(torch.randn(4, 3, generator=torch.Generator().manual_seed(i)),) for i in range(3)]
@@ -214,14 +219,85 @@ def test_the_chain_reaches_a_function_blind_to_a_uniform_scale_of_its_input() ->
     assert _misses(unchained, linked(seeded(CHAINED, 7, STAGED), unchained), normalised) > 0.9
 
 
-@pytest.mark.parametrize("forged", [float("nan"), float("inf")])
-def test_a_forged_fingerprint_that_turns_the_judges_chain_to_nan_fails_every_spot_check(forged: float) -> None:
-    """The judge computes each call's chain from fingerprints the worker reports: nan or inf there makes the
-    judge's own recomputation nan, which must never count as a match (the last-output check accepts nan for nan)."""
+@pytest.mark.parametrize("forged", [float("nan"), float("inf"), -1.0])
+@pytest.mark.parametrize("row", [0, -2])
+def test_a_fingerprint_no_l1_norm_can_have_fails_before_the_judge_chains_from_it(forged: float, row: int) -> None:
+    """The judge computes each call's chain from fingerprints the worker reports: nan there made the judge's own
+    reference for the next call nan, which the last-output check passes (nan equals nan), so a nan in the row before
+    the last let the last call go unrun (a review, session 35). L1 norms are finite and never negative: any other
+    row fails the sample before anything is chained from it, and so does a record of another dtype."""
     _, honest = run_schedule(loss, STAGED, CHAINED, (True,), seed=7, chain=True)
-    fake = torch.full_like(honest, forged)
-    calls = linked(seeded(CHAINED, 7, STAGED), fake)
-    assert torch.isnan(chained(calls[1][1], None)[3]).all(), "the chain after a forged fingerprint is nan"
-    for j in (0, 1, len(CHAINED) - 1):
-        with pytest.raises(AssertionError, match="did not compute what it should"):
-            check_fingerprints(fake, calls, want, picks=[j])
+    fake = honest.clone()
+    fake[row] = forged
+    with pytest.raises(AssertionError, match="holds nan, inf or a negative norm"):
+        linked(seeded(CHAINED, 7, STAGED), fake)
+    with pytest.raises(AssertionError, match="holds nan, inf or a negative norm"):
+        check_fingerprints(fake, seeded(CHAINED, 7, STAGED), want, picks=[0])
+    for dtype in (torch.int64, torch.bool, torch.float64):
+        with pytest.raises(AssertionError, match="not float32"):
+            linked(seeded(CHAINED, 7, STAGED), honest.to(dtype))
+
+
+def _split_chain(k: int) -> torch.Tensor:
+    """A sample's record with row ``k`` made up (its true fingerprint times 1.5) and calls ``k + 1``... chained from
+    the made-up row, as code would compute them side by side with calls 0..k-1: two chains, one forged row."""
+    calls = seeded(CHAINED, 7, STAGED)
+    _, honest = run_schedule(loss, STAGED, CHAINED, (True,), seed=7, chain=True)
+    prints, previous = [], None
+    for c, (index, scale) in enumerate(calls):
+        row = run_schedule(loss, STAGED, [(index, chained(scale, previous))], (True,))[1][0]
+        if c == k:
+            row = honest[k] * 1.5
+        prints.append(row)
+        previous = list(row.unbind())
+    return torch.stack(prints)
+
+
+def test_one_forged_fingerprint_splits_a_chain_which_only_a_whole_sample_recomputed_catches() -> None:
+    """A review, session 35: the judge chains each call from the row reported before it, so one made-up row lets
+    the calls after it start at once, beside the calls before it. A spot check sees it only where it picks that
+    row; recomputing every call of a sample always does."""
+    forged = _split_chain(k=20)
+    calls = linked(seeded(CHAINED, 7, STAGED), forged)
+    assert _misses(forged, calls) < 0.05, "spot checks: only the forged row itself is caught"
+    with pytest.raises(AssertionError, match="call 21 of 40 .* did not compute what it should"):
+        check_fingerprints(forged, calls, want, picks=list(range(len(CHAINED))))
+
+
+def test_a_comparison_recomputes_every_call_of_some_samples_picked_in_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review, session 35: ``WHOLE_SAMPLES`` of the timed samples have every call recomputed, the rest two."""
+    seen: list[tuple[int, int]] = []  # (calls in the sample, calls recomputed)
+    real = speed.check_fingerprints
+
+    def recording(prints, schedule, want_fn, picks):
+        seen.append((len(schedule), len(list(picks))))
+        return real(prints, schedule, want_fn, picks)
+
+    monkeypatch.setattr(speed, "check_fingerprints", recording)
+    learner = LocalLearner({}, "ex01", get_profile("smoke"))
+    learner.ask("test.stage_sine", {"handle": "h"})
+    trials = 6
+    speed.compare(
+        learner,
+        "h",
+        lambda x: x.sin(),
+        lambda i: (torch.linspace(-1, 1, 16) * (i + 1),),
+        grads=(False,),
+        device="cpu",
+        trials=trials,
+        warmup=1,
+        min_sample_s=0.002,
+        threads=1,
+        rng=random.Random(3),
+        sets=2,
+    )
+    timed = seen[-trials:]
+    assert all(n > speed.SPOT_CHECKS for n, _ in timed), "samples long enough that a spot check is not every call"
+    whole = [n for n, picked in timed if picked == n]
+    assert len(whole) == speed.WHOLE_SAMPLES, timed
+    assert all(picked == speed.SPOT_CHECKS for n, picked in timed if picked != n)
+
+
+@probe("test.stage_sine")
+def _stage_sine(call: Call) -> Reply:
+    return stage_timed(call, call.arg("handle"), lambda x: x.sin())
