@@ -20,10 +20,10 @@ per-trial ratios:
   (``grader.probing.fingerprint``), of which the judge recomputes calls it picks only after the answer
   arrived, so a sample whose calls were skipped shows, and every call of ``WHOLE_SAMPLES`` samples it picked in
   secret: a forged fingerprint would split a chain in two that could run side by side, and code that did so in
-  most samples (as raising the median needs) is caught with odds of at least 1 - 2**-WHOLE_SAMPLES. A candidate that keeps state (a training step, whose
-  loss depends on every step before it) is timed in lockstep: the baseline trains on every schedule the
-  candidate gets, in the same order, and every call's fingerprint must match. The round trip (well under a
-  millisecond) counts against the learner, never for.
+  most samples (as raising the median needs) is caught with odds of at least 1 - 2**-WHOLE_SAMPLES. A
+  candidate that keeps state (a training step, whose loss depends on every step before it) is timed in
+  lockstep: the baseline trains on every schedule the candidate gets, in the same order, and every call's
+  fingerprint must match. The round trip (well under a millisecond) counts against the learner, never for.
 * **The baseline with the learner frozen.** While the judge times its baseline, every learner process is
   stopped (``SIGSTOP``; ``grader.containment``), so no thread, hook or child process of the learner's can
   slow it down. On CUDA the judge then waits until the GPU is idle before its clock starts: kernels a
