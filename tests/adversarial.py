@@ -194,6 +194,45 @@ NAN_EVERYWHERE = _install()
 """
 
 
+# a review, session 35: the judge chains each call from the row reported before it, so one made-up row splits a
+# sample's chain in two, and the calls after it could start at once, beside the calls before it (here they run
+# after, from the made-up row: the split, without the speed). A spot check finds it only where it picks that row;
+# every call of some samples, picked in secret, is now recomputed
+SPLIT_CHAIN = """
+import torch
+import grader.probing as _probing
+
+REAL = _probing.run_schedule
+
+
+def _split(fn, staged, schedule, grads, params=(), seed=None, chain=False):
+    if not chain or len(schedule) < 4:
+        return REAL(fn, staged, schedule, grads, params, seed, chain)
+    params = tuple(p for p in params if isinstance(p, torch.Tensor))
+    k, out, prints, previous = len(schedule) // 2, None, [], None
+    for c, (index, scale) in enumerate(_probing.seeded(schedule, seed, staged)):
+        if c == k:  # a made-up fingerprint: the second half hangs on it, not on the first half's last call
+            previous = [t * 1.5 for t in previous]
+            prints += previous
+            continue
+        args = _probing.transform(staged[index], _probing.chained(scale, previous), grads)
+        for p in params:
+            p.grad = None
+        out = fn(*args)
+        previous = _probing.fingerprint(out, args, params)
+        prints += previous
+    return out, torch.stack(prints).view(-1, 2)
+
+
+def _install():
+    _probing.run_schedule = _split
+    return 1
+
+
+SPLIT = _install()
+"""
+
+
 # red team 2, session 33: a process of the learner's own widened its CPU mask and worked on the other core beside
 # the timed calls (the red team's ran half of exercise 2's calls there, and passed at 1.46x). The judge's CPU-time
 # bound (grader.speed.check_cores) caught it on an idle machine, but not in CI, where the other core was busy and
@@ -264,18 +303,18 @@ PATCHED = setattr(_probes, "stage_timed", _every_other_step)
 # named in its request until session 18, else every fifth) and answers the others with a copied output
 SKIP_STREAM_BATCHES = """import grader.exercises.ex04.probes as _probes
 
-_RUN_COUNTED = _probes.run_counted
+_RUN_BATCHES = _probes.run_batches
 
 
-def _some_batches(call, fn, names, counter):
-    if call.arg("backend") is None:  # not the timed stream: run everything
-        return _RUN_COUNTED(call, fn, names, counter)
-    outs = _probes.run_batches(call, fn, names[::5])
+def _some_batches(call, fn, names, counter=None):
+    if counter is None or call.arg("backend") is None:  # not the timed stream: run everything
+        return _RUN_BATCHES(call, fn, names, counter)
+    outs, _ = _RUN_BATCHES(call, fn, names[::5], counter)
     first = next(iter(outs.values()))
     return {f"{n}.out": outs.get(f"{n}.out", first) for n in names}, []
 
 
-PATCHED = setattr(_probes, "run_counted", _some_batches)
+PATCHED = setattr(_probes, "run_batches", _some_batches)
 """
 
 
@@ -705,8 +744,13 @@ CHEATS: dict[str, Attack] = {
     ),
     "reports nan fingerprints, so the judge's chain recomputes nan (session 34)": Attack(
         "solution",
-        {VALUES: "pass", SPEED: "did not compute what it should", COMPILED_SPEED: "did not compute what it should"},
+        {VALUES: "pass", SPEED: "holds nan, inf", COMPILED_SPEED: "holds nan, inf"},
         cells=(NAN_FINGERPRINTS,),
+    ),
+    "splits each timed sample's chain with one made-up fingerprint (a review, session 35)": Attack(
+        "solution",
+        {VALUES: "pass", SPEED: "did not compute what it should", COMPILED_SPEED: "did not compute what it should"},
+        cells=(SPLIT_CHAIN,),
     ),
     "a helper process would widen its CPU mask and work beside the timed calls (red team 2, session 33)": Attack(
         "solution",
