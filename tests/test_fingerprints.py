@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import time
 
 import pytest
 import torch
@@ -10,7 +12,19 @@ import torch
 from coursekit.profile import get_profile
 from grader import speed
 from grader.local_learner import LocalLearner
-from grader.probing import SCALE, Call, Reply, chained, multipliers, probe, run_schedule, seeded, stage_timed
+from grader.probing import (
+    REACH,
+    SCALE,
+    Call,
+    Reply,
+    chained,
+    multipliers,
+    probe,
+    run_schedule,
+    seeded,
+    stage_timed,
+    transform,
+)
 from grader.speed import FINGERPRINT_RTOL, check_fingerprints, check_lockstep, linked
 
 STAGED = [(torch.randn(4, 3, generator=torch.Generator().manual_seed(i)),) for i in range(3)]
@@ -264,19 +278,35 @@ def test_one_forged_fingerprint_splits_a_chain_which_only_a_whole_sample_recompu
         check_fingerprints(forged, calls, want, picks=list(range(len(CHAINED))))
 
 
+class _TimedLearner(LocalLearner):
+    """In-process probes that report this process's CPU time, so the comparison bounds it (``check_cores``)."""
+
+    def cpu_ns(self) -> int | None:
+        return time.process_time_ns()
+
+
 def test_a_comparison_recomputes_every_call_of_some_samples_picked_in_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A review, session 35: ``WHOLE_SAMPLES`` of the timed samples have every call recomputed, the rest two."""
-    seen: list[tuple[int, int]] = []  # (calls in the sample, calls recomputed)
+    """A review, session 35: ``WHOLE_SAMPLES`` of the timed samples have every call recomputed, the rest two; the
+    call that sizes the learner's samples is checked too; the untimed first sample runs every set at both ends of
+    every factor a chained call can reach (``REACH``); and the CPU-time bound counts the cores the learner is
+    pinned to, not the threads asked for."""
+    seen: list[list] = []  # each checked sample's schedule and how many of its calls were recomputed
     real = speed.check_fingerprints
 
     def recording(prints, schedule, want_fn, picks):
-        seen.append((len(schedule), len(list(picks))))
+        seen.append([schedule, len(list(picks))])
         return real(prints, schedule, want_fn, picks)
 
+    bounds: list[int] = []
+    real_cores = speed.check_cores
     monkeypatch.setattr(speed, "check_fingerprints", recording)
-    learner = LocalLearner({}, "ex01", get_profile("smoke"))
+    monkeypatch.setattr(
+        speed, "check_cores", lambda used, seconds, cores: (bounds.append(cores), real_cores(used, seconds, 99))
+    )
+    monkeypatch.setattr(speed, "timing_cores", lambda threads: set(sorted(os.sched_getaffinity(0))[:1]))
+    learner = _TimedLearner({}, "ex01", get_profile("smoke"))
     learner.ask("test.stage_sine", {"handle": "h"})
-    trials = 6
+    trials, warmup = 6, 1
     speed.compare(
         learner,
         "h",
@@ -285,17 +315,36 @@ def test_a_comparison_recomputes_every_call_of_some_samples_picked_in_secret(mon
         grads=(False,),
         device="cpu",
         trials=trials,
-        warmup=1,
+        warmup=warmup,
         min_sample_s=0.002,
-        threads=1,
+        threads=2,
         rng=random.Random(3),
         sets=2,
     )
-    timed = seen[-trials:]
+    assert len(seen) == 1 + warmup + 1 + trials, "the first sample, the warm-up, the sizing call, every trial"
+    assert {scale for _, scale in seen[0][0]} == set(REACH)
+    timed = [(len(schedule), picked) for schedule, picked in seen[-trials:]]
     assert all(n > speed.SPOT_CHECKS for n, _ in timed), "samples long enough that a spot check is not every call"
     whole = [n for n, picked in timed if picked == n]
     assert len(whole) == speed.WHOLE_SAMPLES, timed
     assert all(picked == speed.SPOT_CHECKS for n, picked in timed if picked != n)
+    assert bounds == [1] * trials, "pinned to one core: one core's worth, whatever the threads"
+
+
+def test_the_factors_are_float32_whatever_the_default_dtype_and_an_input_keeps_its_own() -> None:
+    """A review, session 35: under ``torch.set_default_dtype(torch.float64)`` (a notebook's, in the worker) the
+    worker drew a float64 table and the judge a float32 one, and every speed check failed as cheating; and a bf16
+    input became float32 in timed calls only."""
+    judge = multipliers(5, 3, STAGED)[3]
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        worker = multipliers(5, 3, STAGED)[3]
+    finally:
+        torch.set_default_dtype(before)
+    assert worker.dtype == torch.float32 and torch.equal(worker, judge)
+    half = (STAGED[0][0].bfloat16(),)
+    assert transform(half, {3: judge[0]}, (False,))[0].dtype == torch.bfloat16
 
 
 @probe("test.stage_sine")
