@@ -59,6 +59,16 @@ NAIVE = {"class SmoothedCE(nn.Module):": "class _Unused(nn.Module):"}
 NAIVE_CELL = "class SmoothedCE(NaiveSmoothedCE):\n    pass\n"
 
 
+def replacing_run_schedule(definition: str, name: str) -> str:
+    """A notebook cell that defines ``name`` (``definition``, which may call ``REAL``, the grader's own
+    ``run_schedule``) and puts it in place of ``grader.probing.run_schedule`` when the notebook loads."""
+    return (
+        "import torch\nimport grader.probing as _probing\n\nREAL = _probing.run_schedule\n\n\n"
+        f"{definition}\n\ndef _install():\n    _probing.run_schedule = {name}\n    return 1\n\n\n"
+        "INSTALLED = _install()\n"
+    )
+
+
 @dataclass(frozen=True)
 class Attack:
     base: str  # "exercise", "solution" or "naive"
@@ -150,61 +160,35 @@ TABULATED = _install()
 # known, and learner code computed the calls together, batched, with its own forward and backward (the slow scorer
 # passed at 1.37x to 1.86x against 1.25x). Since session 34 each call's factors hang on the fingerprint of the call
 # before it; here every call runs on the factors its seed alone gives, as a batch computed up front would need
-FROM_THE_SEED_ALONE = """
-import grader.probing as _probing
-
-REAL = _probing.run_schedule
-
-
+FROM_THE_SEED_ALONE = replacing_run_schedule(
+    """
 def _unchained(fn, staged, schedule, grads, params=(), seed=None, chain=False):
     return REAL(fn, staged, schedule, grads, params, seed)
-
-
-def _install():
-    _probing.run_schedule = _unchained
-    return 1
-
-
-UNCHAINED = _install()
-"""
+""",
+    "_unchained",
+)
 
 
 # session 34: the judge computes the chain from the fingerprints the worker reports; nan ones make its recomputed
 # inputs, and so its reference, nan too, and the last-output check takes nan for nan (grader.judging, equal_nan)
-NAN_FINGERPRINTS = """
-import torch
-import grader.probing as _probing
-
-REAL = _probing.run_schedule
-
-
+NAN_FINGERPRINTS = replacing_run_schedule(
+    """
 def _nan_everywhere(fn, staged, schedule, grads, params=(), seed=None, chain=False):
     if len(schedule) == 1 or not chain:  # no chain (one call, or the untimed first sample): run it honestly
         return REAL(fn, staged, schedule, grads, params, seed, chain)
     out, _ = REAL(fn, staged, schedule[-1:], grads, params, seed)  # one call's work for the whole sample
     return out.detach() * float("nan"), torch.full((len(schedule), 2), float("nan"))
-
-
-def _install():
-    _probing.run_schedule = _nan_everywhere
-    return 1
-
-
-NAN_EVERYWHERE = _install()
-"""
+""",
+    "_nan_everywhere",
+)
 
 
 # a review, session 35: the judge chains each call from the row reported before it, so one made-up row splits a
 # sample's chain in two, and the calls after it could start at once, beside the calls before it (here they run
 # after, from the made-up row: the split, without the speed). A spot check finds it only where it picks that row;
 # every call of some samples, picked in secret, is now recomputed
-SPLIT_CHAIN = """
-import torch
-import grader.probing as _probing
-
-REAL = _probing.run_schedule
-
-
+SPLIT_CHAIN = replacing_run_schedule(
+    """
 def _split(fn, staged, schedule, grads, params=(), seed=None, chain=False):
     if not chain or len(schedule) < 4:
         return REAL(fn, staged, schedule, grads, params, seed, chain)
@@ -222,15 +206,9 @@ def _split(fn, staged, schedule, grads, params=(), seed=None, chain=False):
         previous = _probing.fingerprint(out, args, params)
         prints += previous
     return out, torch.stack(prints).view(-1, 2)
-
-
-def _install():
-    _probing.run_schedule = _split
-    return 1
-
-
-SPLIT = _install()
-"""
+""",
+    "_split",
+)
 
 
 # red team 2, session 33: a process of the learner's own widened its CPU mask and worked on the other core beside
