@@ -124,14 +124,17 @@ def wait_for_idle_gpu(device: str) -> None:
 
 
 @contextlib.contextmanager
-def same_cores(learner, threads: int) -> Iterator[None]:
+def same_cores(learner, threads: int) -> Iterator[int]:
     """The judge and ``learner``'s processes on the same ``threads`` cores inside the block, and the judge's
-    torch on ``threads`` threads, as each worker's is (more threads than cores would spin against each other)."""
+    torch on ``threads`` threads, as each worker's is (more threads than cores would spin against each other).
+    Yields how many cores they are pinned to: fewer than ``threads`` where fewer are allowed (``time_once``'s
+    ``cores``)."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    cores = timing_cores(threads)
     try:
-        with learner.same_cores(timing_cores(threads)):
-            yield
+        with learner.same_cores(cores):
+            yield len(cores)
     finally:
         torch.set_num_threads(before)
 
@@ -220,12 +223,7 @@ def _time_remote(learner, handle: str, sample: Sample, threads: int | None = Non
     """One candidate sample on the judge's clock; with ``threads``, the CPU time the learner's processes used in it
     must fit on that many cores (``check_cores``)."""
     args = {"handle": handle, "schedule": [list(s) for s in sample.calls], "seed": sample.seed, "chain": sample.chain}
-    before = learner.cpu_ns() if threads else None
-    seconds, answer = time_once(learner, "timing.run", args, what="the timed calls")
-    after = learner.cpu_ns() if before is not None else None
-    if after is not None:
-        check_cores(after - before, seconds, threads)
-    return seconds, answer
+    return time_once(learner, "timing.run", args, what="the timed calls", cores=threads)
 
 
 def check_cores(used_ns: int, seconds: float, threads: int) -> None:
@@ -324,8 +322,7 @@ def compare(
     try:
         answer = _time_remote(learner, handle, coverage)[1]  # compiles happen here, on both sides, untimed
         check(answer, coverage, prints_of(_time_local(baseline, local, coverage, grads, device, params)))
-        pinned.enter_context(same_cores(learner, threads))
-        cores = len(timing_cores(threads))  # what they are pinned to: fewer than threads where fewer are allowed
+        cores = pinned.enter_context(same_cores(learner, threads))
         for _ in range(max(1, warmup)):
             _, answer = _time_remote(learner, handle, sched := schedule(1))
             mine = prints_of(_time_local(baseline, local, sched if lockstep else schedule(1), grads, device, params))
@@ -426,14 +423,27 @@ def compare_checked(
 
 
 def time_once(
-    learner, probe: str, args: dict, tensors: dict | None = None, what: str = "the timed call"
+    learner,
+    probe: str,
+    args: dict,
+    tensors: dict | None = None,
+    what: str = "the timed call",
+    *,
+    cores: int | None,
 ) -> tuple[float, Answer]:
     """Seconds from sending one request to receiving its answer, on the judge's clock. Inside ``learner.quiet()``:
-    nothing of the judge's own housekeeping runs inside the clock (``RemoteLearner._watch``)."""
+    nothing of the judge's own housekeeping runs inside the clock (``RemoteLearner._watch``). ``cores``: how many
+    cores the judge pinned the learner to (what ``same_cores`` yields), whose CPU time its processes must fit in
+    (``check_cores``); None only for a call outside ``same_cores``, whose time is not compared."""
+    before = learner.cpu_ns() if cores else None
     with learner.quiet():
         start = time.perf_counter()
         answer = learner.ask(probe, args, tensors, what=what)
-        return time.perf_counter() - start, answer
+        seconds = time.perf_counter() - start
+    after = learner.cpu_ns() if before is not None else None
+    if after is not None:
+        check_cores(after - before, seconds, cores)
+    return seconds, answer
 
 
 def time_baseline(fn: Callable[[], Any], learner, device: str) -> tuple[float, Any]:

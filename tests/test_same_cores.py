@@ -114,6 +114,37 @@ def test_a_timed_sample_may_use_only_the_cpu_time_of_the_cores_it_was_given() ->
         check_cores(int(0.2e9), 0.1, 1)
 
 
+class _BusyElsewhere(LocalLearner):
+    """A learner whose probes report two cores' worth of CPU time for each second of the judge's clock, as a helper
+    process on a core of its own would add."""
+
+    def __init__(self) -> None:
+        super().__init__({}, "ex00", get_profile("smoke"))
+        self.used_ns = 0
+
+    def cpu_ns(self) -> int | None:
+        return self.used_ns
+
+    def ask(self, probe: str, args: dict, tensors: dict | None = None, what: str = "") -> dict:
+        start = time.perf_counter()
+        time.sleep(0.05)
+        self.used_ns += int(2e9 * (time.perf_counter() - start))
+        return {}
+
+
+def test_every_timed_request_is_bounded_by_the_cores_it_was_pinned_to() -> None:
+    """Session 36: exercises 4 and 6 time one request each (a cold stream, a cold capture) outside ``compare``, and
+    had no CPU-time bound; ``time_once`` now applies it to any request timed on pinned cores."""
+    from grader.speed import time_once
+
+    learner = _BusyElsewhere()
+    seconds, _ = time_once(learner, "ex00.anything", {}, cores=2)  # two cores pinned: two cores' worth is fair
+    assert seconds >= 0.05
+    with pytest.raises(AssertionError, match="cores' worth, where the check runs it on 1"):
+        time_once(learner, "ex00.anything", {}, cores=1)
+    time_once(learner, "ex00.anything", {}, cores=None)  # outside same_cores: nothing is compared
+
+
 @needs_two_cores
 def test_the_judge_counts_the_cpu_time_of_processes_a_worker_started(tmp_path) -> None:
     """Red team, session 33: a process the worker started, on a core of its own (it widened its CPU mask), ran half

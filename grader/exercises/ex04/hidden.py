@@ -153,7 +153,7 @@ def stream_speed(learner, ctx) -> Measured:
 
     picker = random.Random(ctx.secret_seed + 404)  # which batches are checked: drawn after each answer
     ratios, baseline_times, candidate_times = [], [], []
-    with same_cores(learner, ctx.profile.threads):  # both sides on the same cores
+    with same_cores(learner, ctx.profile.threads) as cores:  # both sides on the same cores
         for trial in range(STREAM_TRIALS):
             stream = hidden_stream(ctx, trial)
             for side in (0, 1) if trial % 2 == 0 else (1, 0):
@@ -164,7 +164,7 @@ def stream_speed(learner, ctx) -> Measured:
                     # code before the clock starts (a rewritten staging probe could compute the stream there)
                     payload, tensors = batches_payload(stream)
                     args, tensors = {**payload, "backend": STREAM_BACKEND}, {**tensors, **weights(model)}
-                    seconds, got = time_once(learner, "ex04.cold_stream", args, tensors)
+                    seconds, got = time_once(learner, "ex04.cold_stream", args, tensors, cores=cores)
                     candidate_times.append(seconds)
                     if got.value("linears", int) < tagger_linears:  # eager, or a token compile beside it
                         raise AssertionError(

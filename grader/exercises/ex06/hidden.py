@@ -74,14 +74,14 @@ def whole_model_capture(ctx, seed: int):
 @check("ex06.regional.compile_time", kind="speed", points=2, needs=("compile_blocks",), fresh=True)
 def regional_compile_time(learner, ctx) -> Measured:
     """Regional compilation captures a cold first step several times faster than compiling the whole model."""
-    with same_cores(learner, ctx.profile.threads):  # both sides on the same cores
+    with same_cores(learner, ctx.profile.threads) as cores:  # both sides on the same cores
         time_baseline(whole_model_capture(ctx, 0), learner, ctx.device)  # the first capture pays for imports
-        time_once(learner, "ex06.cold_capture", {"seed": 0})
+        time_once(learner, "ex06.cold_capture", {"seed": 0}, cores=cores)
         whole_s, regional_s = [], []
         for trial in range(TIMING_TRIALS):
             seconds, want = time_baseline(whole_model_capture(ctx, trial), learner, ctx.device)
             whole_s.append(seconds)
-            seconds, got = time_once(learner, "ex06.cold_capture", {"seed": trial})
+            seconds, got = time_once(learner, "ex06.cold_capture", {"seed": trial}, cores=cores)
             if got.value("frames", int) == 0:
                 raise AssertionError("compile_blocks compiled nothing with the backend it was given. " + REGIONAL_HINT)
             sizes = got.ints("linears")
