@@ -9,7 +9,9 @@ submit::
 
 * **graphs and breaks**: ``torch._dynamo.explain`` on the first inputs, with each break's reason in plain words;
 * **compiles**: ``fn`` compiled with a counting backend (``aot_eager`` by default: Dynamo's count, no code
-  generation) and called on every input in turn; a count that grows is a recompile;
+  generation) and called on every input in turn; a count that grows is a recompile. Where your exercise asks you
+  to write the compile itself (its options decide the recompiles), pass it: ``compile_with=compile_tagger``, any
+  ``compile_with(fn, backend)`` that returns ``fn`` compiled with that backend;
 * **traffic**: ``coursekit.traffic.watch_traffic`` around a call of ``fn`` as it is, *not* compiled, after one
   warm-up call (as the hidden traffic checks watch it): device-to-host syncs and host-built tensors. Compiling can
   hide them on a CPU (Dynamo folds a host-built constant into the graph), but not the eager code you wrote.
@@ -80,12 +82,15 @@ def practice(
     device: str | torch.device | None = None,
     allow_inside: tuple[str, ...] = (),
     backward: bool = False,
+    compile_with: Callable[[Callable, Callable], Callable] | None = None,
     show: bool = True,
 ) -> PracticeReport:
     """Count graphs and breaks, compiles over ``inputs`` and the traffic of one eager call; print the report when
     ``show``. Each item of ``inputs`` is one call's arguments (a tuple, or a single tensor). ``backward`` also
     runs backward on each call's (summed) output, for a loss. ``allow_inside`` is passed to ``watch_traffic`` (a
-    custom op's own host work, e.g. ``("ex02::",)``)."""
+    custom op's own host work, e.g. ``("ex02::",)``). ``compile_with(fn, backend)`` compiles ``fn`` for the
+    compile count, where the options are yours to choose (default: ``torch.compile(fn, backend=backend)``, whose
+    automatic dynamic shapes recompile once on a second shape)."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
     if not inputs:
@@ -95,7 +100,7 @@ def practice(
     explained = explain_counts(fn, *calls[0])
     torch.compiler.reset()
     counter = CompileCounterWithBackend(backend)
-    compiled = torch.compile(fn, backend=counter)
+    compiled = compile_with(fn, counter) if compile_with else torch.compile(fn, backend=counter)
     frames = []
     for args in calls:
         _run(compiled, args, backward)

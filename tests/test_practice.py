@@ -33,3 +33,19 @@ def test_practice_finds_nothing_in_clean_code_and_runs_backward_when_asked() -> 
     assert (report.graphs, report.breaks, report.frames, report.recompiles) == (1, 0, [1, 1], 0)
     assert report.syncs == {} and report.host_tensors == {}
     assert x.grad is not None and torch.equal(x.grad, torch.full_like(x, 2.0))
+
+
+def test_practice_counts_the_compiles_of_a_compile_of_the_learners_own() -> None:
+    """Blind learner, session 36: ``practice`` compiled with its own default options, so exercise 4's tagger
+    showed an automatic-dynamic recompile that ``compile_tagger``'s static buckets never make."""
+    shapes = [torch.randn(2, n) for n in (3, 5, 3, 5, 7)]
+    default = practice(_clean, shapes, show=False)
+    assert default.frames == [1, 2, 2, 2, 2], "automatic dynamic: one recompile, then a dynamic graph"
+    used = []
+
+    def static(fn, backend):
+        used.append(backend)
+        return torch.compile(fn, backend=backend, dynamic=False)
+
+    report = practice(_clean, shapes, compile_with=static, show=False)
+    assert report.frames == [1, 2, 2, 2, 3] and len(used) == 1, "one graph per shape, compiled by the caller's"

@@ -13,8 +13,8 @@ from grader.protocol import Answer
 from grader.registry import check
 
 MASK_HINT = (
-    "Average over real positions only: (h * mask).sum(1) / mask.sum(1); padding rows of the batch "
-    "must not change any real row's result."
+    "Average over real positions only: with h [B, L, D] and mask [B, L], (h * mask[..., None]).sum(1) / "
+    "mask.sum(1, keepdim=True); padding must not change any real row's result."
 )
 
 
