@@ -187,10 +187,21 @@ def is_definition(node: ast.stmt) -> bool:
     if isinstance(node, _DEFINITIONS):
         return True
     if isinstance(node, ast.Assign):
-        return all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
+        return all(_upper_case(t) for t in node.targets)
     if isinstance(node, ast.AnnAssign):
         return isinstance(node.target, ast.Name) and node.target.id.isupper() and node.value is not None
     return False
+
+
+def _upper_case(target: ast.expr) -> bool:
+    """An assignment target of UPPER_CASE names only: ``A``, or unpacked, ``A, B = ...`` and ``(A, *B) = ...`` (a
+    blind learner, session 36: ``RTOL, ATOL = 1e-3, 1e-4`` was skipped, and the NameError's hint said to use
+    UPPER_CASE)."""
+    if isinstance(target, ast.Starred):
+        return _upper_case(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return bool(target.elts) and all(_upper_case(t) for t in target.elts)
+    return isinstance(target, ast.Name) and target.id.isupper()
 
 
 def _first_line(node: ast.stmt, source: str) -> str:

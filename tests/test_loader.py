@@ -30,6 +30,15 @@ def test_runs_definitions_and_skips_demo_cells() -> None:
     assert loaded.problems == []
 
 
+def test_upper_case_constants_unpacked_from_a_tuple_are_loaded_and_mixed_case_ones_are_not() -> None:
+    """A blind learner, session 36: ``RTOL, ATOL = 1e-3, 1e-4`` was skipped, so their function's NameError (which
+    the hint said to fix by naming constants in UPPER_CASE) failed two checks."""
+    loaded = load_cells(["RTOL, ATOL = 1e-3, 1e-4\n[LO, *REST] = range(3)\nA = B = 2\nTOP, low = 1, 2\nC = d = 3"])
+    names = {k for k in loaded.namespace if not k.startswith("__")}
+    assert names == {"RTOL", "ATOL", "LO", "REST", "A", "B"}
+    assert loaded.namespace["REST"] == [1, 2]
+
+
 def test_one_broken_cell_costs_only_its_names() -> None:
     loaded = load_cells(["def ok():\n    return 1", "def broken(:\n    pass", "X = undefined_name\ndef later(): pass"])
     assert "ok" in loaded.namespace and "later" in loaded.namespace
