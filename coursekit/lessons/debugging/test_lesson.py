@@ -321,3 +321,27 @@ def test_a_script_past_its_time_limit_stops_with_a_message_not_a_bare_timeout(tm
     with pytest.raises(TimeoutError, match="(?s)ran past its 1 s limit.*pass a larger timeout.*about to sleep"):
         run_python("import sys, time; print('about to sleep', file=sys.stderr, flush=True); time.sleep(30)", tmp_path,
                    timeout=1)  # fmt: skip
+
+
+class _Answers:
+    """A learner whose ``first_failing_backend`` answers ``answer`` whatever it is asked."""
+
+    def __init__(self, answer: str | None) -> None:
+        self.values = {"answer": answer, "type": type(answer).__name__}
+
+    def ask(self, probe: str, args: dict, *rest, **kwargs) -> _Answers:
+        return self
+
+
+@pytest.mark.parametrize("expected", [None, "inductor"])
+def test_a_ladder_whose_eager_rung_fails_is_told_to_look_at_its_own_code(expected: str | None) -> None:
+    """A blind learner, session 36: a NameError inside the ladder's ``except Exception`` made every rung fail, and
+    the message spoke only of tolerances. An eager rung that fails now points at the learner's own code."""
+    from grader.exercises.ex05.public import expect_backend
+
+    with pytest.raises(AssertionError, match="almost always in your own code") as info:
+        expect_backend(_Answers("eager"), {}, (), expected, "a case")
+    assert "tolerance" in str(info.value)  # the advice for a comparison without one stays
+    with pytest.raises(AssertionError) as info:
+        expect_backend(_Answers("aot_eager"), {}, (), expected, "a case")
+    assert "in your own code" not in str(info.value)

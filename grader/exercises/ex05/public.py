@@ -81,7 +81,18 @@ def expect_backend(learner, subject: dict, bugs: tuple[Bug, ...], expected: str 
         )
     else:
         why = f"the first failing backend is {expected!r}, your ladder says {str(answer)[:60]!r}."
+    if answer == LADDER[0]:
+        why += EAGER_FAILS
     raise AssertionError(f"first_failing_backend on {case}: {why} {LADDER_HINT}")
+
+
+# a blind learner, session 36: a constant the grader had not loaded raised a NameError inside the ladder's
+# ``except Exception``, every rung "failed", and the message spoke only of tolerances
+EAGER_FAILS = (
+    " The eager rung runs your function as ordinary PyTorch, with no compiler layer to blame: when it fails, the "
+    "error is almost always in your own code (a typo, or a name the grader did not load), caught by your "
+    "`except Exception`. Print or keep the exception you catch, and run the check again."
+)
 
 
 def normalise_op(op: Any) -> Any:
