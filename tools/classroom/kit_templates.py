@@ -46,7 +46,23 @@ def kit_timing_line() -> str:
         return f"`make check EX=01 FULL=1` adds this kit's timed checks ({', '.join(held)})."
     return (
         "Every check in this kit is untimed: speed is graded by your instructor, against the grader's own baseline"
-        " (`make check` shows the gain each speed check requires by default)."
+        " (`make check` shows the gain each speed check requires by default)." + _rehearsals()
+    )
+
+
+def _rehearsals() -> str:
+    """The README's sentence on the exercises whose lesson ships a ``rehearse.py`` (found, not listed)."""
+    from coursekit.lessons import ROOT, lessons
+
+    found = [x for x in lessons() if (ROOT / "coursekit" / "lessons" / x.topic / "rehearse.py").is_file()]
+    if not found:
+        return ""
+    names = [f"{x.number} (`coursekit.lessons.{x.topic}.rehearse`)" for x in found]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    plural = len(names) > 1
+    return (
+        f" Exercise{'s' if plural else ''} {listed} say{'' if plural else 's'} how to rehearse"
+        f" {'their' if plural else 'its'} speed check in your own kernel: a guide on your machine, not a grade."
     )
 
 

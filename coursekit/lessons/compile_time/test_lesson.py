@@ -113,3 +113,23 @@ def test_bench_markdown_lists_a_skipped_depth_with_its_reason() -> None:
     capture = {"backend": "aot_eager", "depths": [4], "whole": [1.0], "regional": [0.5], "skipped": {"24": "why"}}
     text = markdown_table(bench_doc(capture=capture))
     assert "| 4 | 1.00 | 0.50 | 2.0x |" in text and "| 24 | skipped: why | | |" in text
+
+
+@pytest.mark.slow
+def test_the_capture_rehearsal_times_compile_blocks_against_the_whole_model() -> None:
+    """A blind learner, session 36: the capture-time check could not be tried from the kit. ``rehearse_capture``
+    times a cold first step with the learner's ``compile_blocks`` against the whole model compiled."""
+    from coursekit.lessons import ROOT, lesson
+    from coursekit.lessons.compile_time.rehearse import rehearse_capture
+    from grader.loader import load_notebook
+
+    mine = load_notebook(ROOT / "solutions" / lesson("compile_time").exercise).namespace
+    seen = []
+
+    def compile_blocks(model, block_types, backend):
+        seen.append((type(model).__name__, block_types, backend))
+        return mine["compile_blocks"](model, block_types, backend)
+
+    report = rehearse_capture(compile_blocks, trials=1, show=False)
+    assert len(report.ratios) == 1 and report.speedup > 0
+    assert seen[0][1:] == ((make_model(0).blocks[0].__class__,), "aot_eager"), seen

@@ -315,3 +315,23 @@ def test_packing_is_timed_against_buckets_on_the_same_sequences(packing) -> None
     assert all(r["tokens_per_s"] > 0 and r["pass_ms"]["median"] > 0 for r in result["layouts"])
     assert result["speedup"]["trials"] >= 1
     assert "packed vs buckets" in bench04.describe_packing(result)
+
+
+@pytest.mark.slow
+def test_the_stream_rehearsal_times_the_reference_against_the_graders_own_baseline(monkeypatch) -> None:
+    """Two blind learners, session 36: the stream-time check could not be tried from the kit. ``rehearse_stream``
+    runs the hidden check's baseline (``static_stream``, which the check itself calls) against the learner's
+    compile over the same stream's sizes."""
+    from coursekit.lessons import ROOT
+    from coursekit.lessons.dynamic_shapes import rehearse
+    from grader.exercises.ex04 import hidden
+    from grader.loader import load_notebook
+
+    assert hidden.static_stream is rehearse.static_stream, "the rehearsal's baseline is the check's own"
+    mine = load_notebook(ROOT / "solutions" / lesson("dynamic_shapes").exercise).namespace
+    sizes = []
+    real = rehearse.your_stream
+    monkeypatch.setattr(rehearse, "your_stream", lambda *a, **k: (sizes.append([len(s) for s in a[3]]), real(*a, **k)))
+    report = rehearse.rehearse_stream(mine["compile_tagger"], mine["collate"], mine["MaskedTagger"], trials=1)
+    assert len(report.ratios) == 1 and report.speedup > 0
+    assert sizes[0] == [hidden.STREAM_ROWS] * hidden.STREAM_BATCHES

@@ -8,7 +8,15 @@ from functools import partial
 
 import torch
 
-from coursekit.lessons.dynamic_shapes.givens import MAX_COMPILES, batch_of, length_stream
+from coursekit.lessons.dynamic_shapes.givens import (
+    MAX_COMPILES,
+    STREAM_BACKEND,
+    STREAM_BATCHES,
+    STREAM_ROWS,
+    batch_of,
+    length_stream,
+)
+from coursekit.lessons.dynamic_shapes.rehearse import static_stream
 from grader.exercises.ex04.public import (
     MASK_HINT,
     ask_batches,
@@ -24,15 +32,7 @@ from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
 from grader.speed import same_cores, time_baseline, time_once
 
-STREAM_BATCHES = 16
-STREAM_BACKEND = "aot_eager"
 STREAM_TRIALS = 5
-# Rows per batch, in every profile: the speed check measures compiles, which do not grow with the rows, while
-# collating, padding, computing and sending the batches to the worker in the timed request do. With lesson 1's 1024
-# images per step (the full profile's batch_size) the reference measured 0.64x on the H200 and 0.53x on a CPU in the
-# full profile, where the padded compute alone took twice the unpadded; the exercise is about compile counts. With
-# 32 rows the reference measured 2.07x to 2.22x in three gradings on H200s (torch 2.11, sandboxed).
-STREAM_ROWS = 32
 STREAM_CHECKED = 3  # batches of each timed stream whose outputs the judge checks, picked after the answer
 NEEDS = ("MaskedTagger", "collate", "bucket_length", "compile_tagger")
 
@@ -145,11 +145,7 @@ def stream_speed(learner, ctx) -> Measured:
     tagger_linears = linear_layers(model)  # feed-forward and head: 3
 
     def baseline(stream: dict[str, list[torch.Tensor]]) -> None:
-        torch.compiler.reset()
-        compiled = torch.compile(device_model, dynamic=False, backend=STREAM_BACKEND)
-        with torch.no_grad():
-            for seqs in stream.values():
-                compiled(torch.stack(seqs).to(ctx.device))
+        static_stream(device_model, list(stream.values()), ctx.device)
 
     picker = random.Random(ctx.secret_seed + 404)  # which batches are checked: drawn after each answer
     ratios, baseline_times, candidate_times = [], [], []

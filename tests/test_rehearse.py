@@ -1,0 +1,39 @@
+"""``coursekit.rehearse``: a cold-start speed check rehearsed in a learner's kernel, both sides in turns."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from coursekit.rehearse import cold_ratio
+
+
+def test_cold_ratio_alternates_the_sides_from_a_fresh_compile_state_and_reports_the_median(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    order: list[str] = []
+    resets: list[int] = []
+    monkeypatch.setattr(torch.compiler, "reset", lambda: resets.append(len(order)))
+    threads = torch.get_num_threads()
+
+    def side(name: str, seconds: float):
+        def run() -> None:
+            assert resets and resets[-1] == len(order), "every call starts from torch.compiler.reset()"
+            order.append(name)
+            time.sleep(seconds)
+
+        return run
+
+    report = cold_ratio(side("b", 0.04), side("y", 0.01), what="a test", baseline_name="base", trials=3, threads=1)
+    assert order == ["b", "y", "b", "y", "y", "b", "b", "y"], "one untimed call each, then turns"
+    assert len(report.ratios) == 3 and 2.0 < report.speedup < 6.0, report
+    assert torch.get_num_threads() == threads, "the kernel's threads come back"
+    printed = capsys.readouterr().out
+    assert printed.count("trial ") == 3 and "median" in printed and "not the grader's measurement" in printed
+
+
+def test_cold_ratio_needs_a_trial() -> None:
+    with pytest.raises(ValueError, match="at least one trial"):
+        cold_ratio(lambda: None, lambda: None, what="x", baseline_name="y", trials=0)
