@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from coursekit.profile import get_profile
 from coursekit.timing import synchronize
 
 
@@ -54,18 +55,20 @@ def cold_ratio(
     what: str,
     baseline_name: str,
     trials: int = 3,
-    device: str | torch.device = "cpu",
+    device: str | torch.device | None = None,
     threads: int | None = None,
     show: bool = True,
 ) -> Rehearsal:
     """Time ``baseline()`` and ``yours()`` ``trials`` times each, in turns, each from ``torch.compiler.reset()``,
-    after one untimed call of each (imports and first-use costs, which the grader pays before it times). With
-    ``threads``, torch runs on that many threads meanwhile (the grader's profile's count)."""
+    after one untimed call of each (imports and first-use costs, which the grader pays before it times), with
+    torch on ``threads`` threads meanwhile. ``device`` (synchronised around each call) and ``threads`` default to
+    the profile's, as the grader times."""
     if trials < 1:
         raise ValueError("cold_ratio needs at least one trial")
+    profile = get_profile()
+    device = profile.device if device is None else device
     before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads or profile.threads)
     times: tuple[list[float], list[float]] = ([], [])
     try:
         for fn in (baseline, yours):

@@ -37,3 +37,12 @@ def test_cold_ratio_alternates_the_sides_from_a_fresh_compile_state_and_reports_
 def test_cold_ratio_needs_a_trial() -> None:
     with pytest.raises(ValueError, match="at least one trial"):
         cold_ratio(lambda: None, lambda: None, what="x", baseline_name="y", trials=0)
+
+
+def test_cold_ratio_times_on_the_profiles_threads_unless_told_otherwise() -> None:
+    from coursekit.profile import get_profile
+
+    seen: list[int] = []
+    cold_ratio(lambda: seen.append(torch.get_num_threads()), lambda: None, what="x", baseline_name="y", trials=1,
+               show=False)  # fmt: skip
+    assert set(seen) == {get_profile().threads}

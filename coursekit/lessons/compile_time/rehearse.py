@@ -30,8 +30,7 @@ def first_step(compile_model: Callable[[nn.Module], nn.Module], seed: int, devic
 def rehearse_capture(compile_blocks: Callable, *, trials: int = 3, seed: int = 0, show: bool = True) -> Rehearsal:
     """Time the cold first step with ``compile_blocks`` against the whole model compiled, ``trials`` times each,
     on the profile's device and threads."""
-    profile = get_profile()
-    device = profile.device
+    device = get_profile().device
     return cold_ratio(
         lambda: first_step(lambda m: torch.compile(m, backend=CAPTURE_BACKEND), seed, device),
         lambda: first_step(lambda m: compile_blocks(m, (Block,), CAPTURE_BACKEND), seed, device),
@@ -39,6 +38,5 @@ def rehearse_capture(compile_blocks: Callable, *, trials: int = 3, seed: int = 0
         baseline_name="whole model compiled",
         trials=trials,
         device=device,
-        threads=profile.threads,
         show=show,
     )

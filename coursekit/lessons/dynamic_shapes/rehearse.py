@@ -58,8 +58,7 @@ def rehearse_stream(
     """Time a cold stream of random lengths (``seed``) through ``compile_tagger`` and ``collate`` with a fresh
     ``tagger()`` (your ``MaskedTagger``), against the grader's statically compiled ``NaiveTagger``, ``trials``
     times each, on the profile's device and threads."""
-    profile = get_profile()
-    device = profile.device
+    device = get_profile().device
     stream = [batch_of(n, STREAM_ROWS, seed + i) for i, n in enumerate(length_stream(STREAM_BATCHES, seed))]
     naive, yours = NaiveTagger().to(device), tagger().to(device)
     return cold_ratio(
@@ -69,6 +68,5 @@ def rehearse_stream(
         baseline_name="NaiveTagger, dynamic=False",
         trials=trials,
         device=device,
-        threads=profile.threads,
         show=show,
     )
