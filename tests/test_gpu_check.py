@@ -33,7 +33,7 @@ def test_every_lesson_and_exercise_has_its_steps(tmp_path: Path) -> None:
     names = {line.split()[0] for line in listed.splitlines()}
     for lesson in lessons():
         assert {f"lesson-{lesson.number:02d}", f"wrong-{lesson.id}", f"grade-{lesson.id}"} <= names
-    assert {"env", "calibrate"} <= names
+    assert {"env", "sandbox", "calibrate"} <= names
 
 
 def test_a_step_that_finished_is_not_run_again_and_the_results_pack(tmp_path: Path) -> None:

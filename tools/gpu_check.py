@@ -4,6 +4,8 @@ Each step runs in its own process under a time limit and records its status in `
 
 * ``env``: versions, ``nvidia-smi``, the sandbox this machine offers, what the traffic watch counts in known cases;
 * ``grade-exNN``: grade exercise NN's reference solution (``solutions/``) with the isolated grader;
+* ``sandbox``: ``python -m tools.sandbox_cuda``, which of the worker sandbox's layers (alone, or relaxed) let CUDA
+  start: whether CUDA workers still need their exceptions (UNIX datagram sockets);
 * ``lesson-NN``: execute lesson NN's notebook (the executed copy, outputs and all, lands in ``notebooks/``);
 * ``calibrate``: ``python -m grader calibrate`` (the file it writes is copied into the results);
 * ``bench-NN``: lesson NN's ``python -m coursekit.bench``;
@@ -69,6 +71,7 @@ def all_steps(out: Path) -> list[Step]:
         if nb.is_file():
             argv = (py, "-m", "grader", str(nb), "--report", str(out / "grades" / f"{lesson.id}.json"), "--no-progress")
             found.append(Step(f"grade-{lesson.id}", argv, f"grade the reference solution {nb.name}"))
+    found.append(Step("sandbox", (py, "-m", "tools.sandbox_cuda"), "which sandbox layers let CUDA start"))
     for lesson in lessons():
         nb = ROOT / "notebooks" / lesson.notebook
         argv = (py, "-m", me, "execute", str(nb), str(out / "notebooks"))
