@@ -1,7 +1,7 @@
 """Exercise 3's given code: the student, the teacher, the data and the optimiser.
 
 Hinton-style logit distillation: a small timm ViT student learns from a frozen,
-deeper and wider ViT teacher.  The exercise notebook and the grader both build
+wider ViT teacher (deeper too in the smoke profile).  The exercise notebook and the grader both build
 the models here, so edits in a learner's notebook cannot change what is graded.
 """
 
@@ -31,7 +31,7 @@ class Shapes:
 
     student: ViTShape  # the lesson's student (ViT-B/16 on full)
     teacher: ViTShape  # the lesson's frozen, deeper teacher
-    kd_student: ViTShape  # exercise 3's student and teacher differ in depth and width
+    kd_student: ViTShape  # exercise 3's student; its teacher is wider (and, in smoke, deeper)
     kd_teacher: ViTShape
 
 
@@ -47,7 +47,7 @@ def make_student(profile: Profile, seed: int = STUDENT_SEED) -> nn.Module:
 
 
 def make_teacher(profile: Profile, seed: int = TEACHER_SEED) -> nn.Module:
-    """The teacher: a deeper, wider ViT (``shapes(profile).kd_teacher``). Fresh from timm: not frozen yet."""
+    """The teacher: a wider ViT (``shapes(profile).kd_teacher``). Fresh from timm: not frozen yet."""
     return make_vit(profile, shapes(profile).kd_teacher, seed)
 
 
