@@ -207,7 +207,7 @@ def op_calls(graph: torch.fx.GraphModule, names: tuple[str, ...]) -> int:
     )
 
 
-def graph_runs(backend: Any) -> Any:
+def graph_runs(backend: Any, *, detail: bool = True) -> Any:
     """A counting backend: Dynamo's ``CompileCounterWithBackend`` (frames, and the graphs it kept in ``.graphs``),
     plus for each graph ``.graphs[i]`` its calls (``.runs[i]``), the storages of the tensors it read
     (``.touched[i]``, data pointers: its own parameters and buffers, where an optimizer's are baked in, and every
@@ -216,8 +216,9 @@ def graph_runs(backend: Any) -> Any:
     ``.calls`` lists every call in order: the graph's index and each tensor argument's data pointer and shape. A
     frame compiled once and then bypassed shows as a graph that stops running; a graph run with some other module's
     weights shows which it read; a graph run on a stand-in input (a token compile beside eager work) shows in
-    ``.calls``. Dynamo's testing module is imported here, not with this module: imported early in a worker,
-    Inductor fixes its cache folder before the worker points it at its scratch folder."""
+    ``.calls``. Without ``detail`` a call only counts (``.runs``): cheap enough for timed calls, where
+    ``compiled_work`` reads it. Dynamo's testing module is imported here, not with this module: imported early in a
+    worker, Inductor fixes its cache folder before the worker points it at its scratch folder."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
     class GraphRuns(CompileCounterWithBackend):
@@ -240,6 +241,8 @@ def graph_runs(backend: Any) -> Any:
 
             def run(*args: Any) -> Any:
                 self.runs[index] += 1
+                if not detail:
+                    return compiled(*args)
                 tensors = [a for a in args if isinstance(a, torch.Tensor)]
                 self.touched[index].update(a.data_ptr() for a in tensors)
                 self.calls.append((index, frozenset((a.data_ptr(), tuple(a.shape)) for a in tensors)))
@@ -248,6 +251,19 @@ def graph_runs(backend: Any) -> Any:
             return run
 
     return GraphRuns()
+
+
+def compiled_work(counter: Any, weight: Callable[[torch.fx.GraphModule], int]) -> Callable[[], int]:
+    """A running total, for ``stage_timed(..., work=)``: each call of a graph ``counter`` (``graph_runs``) kept,
+    times ``weight(graph)`` (its linear layers, say; 0 for a graph that holds none of the work). Weights are worked
+    out once a graph."""
+    weights: list[int] = []
+
+    def total() -> int:
+        weights.extend(weight(g) for g in counter.graphs[len(weights) :])
+        return sum(w * n for w, n in zip(weights, counter.runs))
+
+    return total
 
 
 def run(name: str, call: Call) -> Reply:
@@ -265,11 +281,16 @@ def run(name: str, call: Call) -> Reply:
 # the judge recomputes some it picks after the answer arrives: skipping calls while timed shows.
 
 
-def stage_timed(call: Call, handle: str, fn: Callable[..., Any], params: tuple = ()) -> Reply:
+def stage_timed(
+    call: Call, handle: str, fn: Callable[..., Any], params: tuple = (), work: Callable[[], int] | None = None
+) -> Reply:
     """Keep ``fn`` under ``handle`` for timing; ``params``, tensors whose gradients each call computes (a model's
-    parameters, for a forward and backward), join every call's fingerprint."""
+    parameters, for a forward and backward), join every call's fingerprint. ``work`` (``compiled_work``) counts
+    what compiled graphs ran: each timed sample reports how much of it its calls did, so a function compiled for
+    the calls before timing and eager while timed shows (red team, session 37)."""
     call.state.setdefault("timed", {})[handle] = fn
     call.state.setdefault("timed_params", {})[handle] = tuple(params)
+    call.state.setdefault("timed_work", {})[handle] = work
     return Reply({"handle": handle})
 
 
@@ -446,7 +467,11 @@ def timing_run(call: Call) -> Reply:
     staged, grads = call.state["staged"][handle]
     schedule = [(int(i), float(s)) for i, s in call.arg("schedule")]
     seed, chain = call.arg("seed"), bool(call.arg("chain", False))
+    work = call.state.get("timed_work", {}).get(handle)
     _sync(call.device)
+    before = work() if work else 0
     out, prints = run_schedule(fn, staged, schedule, grads, params, None if seed is None else int(seed), chain)
+    done = work() - before if work else None
     _sync(call.device)
-    return Reply(tensors={"out": plain(out, "the timed function's result"), "prints": prints.detach().cpu()})
+    values = {} if done is None else {"work": done}
+    return Reply(values, {"out": plain(out, "the timed function's result"), "prints": prints.detach().cpu()})

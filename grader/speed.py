@@ -244,6 +244,18 @@ def _time_remote(learner, handle: str, sample: Sample, threads: int | None = Non
     return time_once(learner, "timing.run", args, what="the timed calls", cores=threads)
 
 
+def check_work(done: int, calls: int, per_call: int, what: str) -> None:
+    """A sample of ``calls`` timed calls ran ``done`` units of work in compiled graphs, where each call runs
+    ``per_call`` (red team, session 37: a function compiled for the calls before timing and eager while timed
+    kept the right values, and exercise 3's step, with AdamW fused, passed at 1.10x against 1.05x)."""
+    if done < per_call * calls:
+        raise AssertionError(
+            f"during a timed sample of {calls} calls your compiled graphs ran {done} {what}, where each call runs "
+            f"{per_call} ({per_call * calls} in all): part of the timed work ran eagerly, outside the graphs compiled "
+            "before timing. Compile once and call the compiled function on every call"
+        )
+
+
 def check_cores(used_ns: int, seconds: float, threads: int) -> None:
     """The learner's processes ran on the check's ``threads`` cores, which the judge pinned them to, as it times its
     baseline on as many: more CPU time than those cores give in ``seconds`` means work handed to threads or
@@ -278,6 +290,7 @@ def compare(
     spot_checks: int = SPOT_CHECKS,
     params: tuple = (),
     lockstep: bool = False,
+    work: tuple[int, str] | None = None,
 ) -> Comparison:
     """Interleave ``baseline`` (here) and the learner's staged ``handle`` (in the worker); see the module
     docstring. ``make_args(i)`` gives input set ``i`` (CPU tensors); ``grads`` marks inputs that need grad;
@@ -290,7 +303,9 @@ def compare(
     with as many calls a sample, and every call's fingerprint must match the baseline's (``spot_checks`` is
     unused): each step's loss depends on every step before it, so a skipped or changed step shows from the next
     call on. With ``required``, trials are added (up to four times ``trials``, one at a time) while the median's
-    95% confidence interval contains it."""
+    95% confidence interval contains it. ``work``, ``(per call, what)``: every sample's calls must have run that
+    much work in compiled graphs, as the staged function's ``grader.probing.compiled_work`` counts it (``what``
+    names the unit: "linear layers")."""
     arg_sets = [tuple(make_args(i)) for i in range(sets)]
     arity = len(arg_sets[0])
     learner.ask(
@@ -318,6 +333,8 @@ def compare(
         return run_schedule(baseline, local, [entry], grads, params)[1][0]
 
     def check(answer: Answer, sample: Sample, local_prints: torch.Tensor | None, every: bool = False) -> None:
+        if work is not None:
+            check_work(answer.value("work", int), len(sample.calls), *work)
         calls = seeded(sample.calls, sample.seed, local)  # each call's factors, as both sides drew them
         if sample.chain:  # and each call's link to the one before it, from the fingerprint the worker reported
             calls = linked(calls, answer.tensor("prints"))
@@ -414,6 +431,7 @@ def compare_checked(
     spot_checks: int = SPOT_CHECKS,
     params: tuple = (),
     lockstep: bool = False,
+    work: tuple[int, str] | None = None,
 ) -> tuple[Comparison, float]:
     """:func:`compare` as a speed check runs it: the profile's trials, warm-up (at least 2), sample length and
     threads, unpredictable schedules, and ``check_id``'s threshold; returns it with the result."""
@@ -436,6 +454,7 @@ def compare_checked(
         spot_checks=spot_checks,
         params=params,
         lockstep=lockstep,
+        work=work,
     )
     return result, required
 

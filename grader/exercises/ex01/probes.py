@@ -10,7 +10,19 @@ from torch import nn
 from coursekit.explain import break_count, short_reason
 from coursekit.models import ToyConvNet
 from coursekit.traffic import watch_traffic
-from grader.probing import Call, Failure, Reply, learner_call, learner_int, op_calls, plain, probe, stage_timed
+from grader.probing import (
+    Call,
+    Failure,
+    Reply,
+    compiled_work,
+    graph_runs,
+    learner_call,
+    learner_int,
+    op_calls,
+    plain,
+    probe,
+    stage_timed,
+)
 
 
 def build_loss(call: Call) -> Callable:
@@ -171,9 +183,7 @@ def timed_loss(call: Call) -> Reply:
     """Stage forward + backward of the learner's loss (compiled when asked) for ``timing.run``. Compiled, it runs
     once on the judge's inputs through a counting backend and reports what its graphs hold: the operators that
     make a cross-entropy (none where the loss ran eagerly)."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
-    counter = CompileCounterWithBackend("inductor") if call.arg("compiled") else None
+    counter = graph_runs("inductor", detail=False) if call.arg("compiled") else None
     fn = build_loss(call.but(backend=counter) if counter else call)
 
     def fwd_bwd(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -181,9 +191,11 @@ def timed_loss(call: Call) -> Reply:
         out.backward()
         return out
 
-    reply = stage_timed(call, call.arg("handle"), fwd_bwd)
     if counter is None:
-        return reply
+        return stage_timed(call, call.arg("handle"), fwd_bwd)
+    # every timed call must run a graph that holds the loss (one compiled for the staging call only shows)
+    work = compiled_work(counter, lambda g: int(op_calls(g, LOSS_OPS) > 0))
+    reply = stage_timed(call, call.arg("handle"), fwd_bwd, work=work)
     learner_call(fwd_bwd, (call.input("logits", grad=True), call.input("target")), "the compiled loss")
     loss_ops = sum(op_calls(g, LOSS_OPS) for g in counter.graphs)
     return Reply({**reply.values, "frames": counter.frame_count, "loss_ops": loss_ops})

@@ -9,7 +9,7 @@ import torch
 
 from coursekit.lessons.graph_breaks.givens import sample_rows
 from grader.exercises.ex02.public import IN_FEATURES, RESULT_HINT, Case, broken, expect_cases, public_cases, weights
-from grader.judging import assert_close, assert_consistent, expect_linears
+from grader.judging import assert_close, assert_consistent, expect_linears, linear_layers
 from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
 from grader.speed import compare_checked
@@ -149,6 +149,7 @@ def scorer_speed(learner, ctx) -> Measured:
         grads=(False,),
         verify=verify,
         params=tuple(compiled_broken.parameters()),
+        work=(linear_layers(model), "linear layers"),
     )
     shown, needed = distinct(result.speedup, required)  # never printed equal to the threshold it misses
     detail = (

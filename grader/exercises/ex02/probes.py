@@ -8,7 +8,18 @@ from torch import nn
 from coursekit.explain import break_count, short_reason
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
 from coursekit.traffic import watch_traffic
-from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe, stage_timed
+from grader.probing import (
+    Call,
+    Failure,
+    Reply,
+    compiled_work,
+    graph_runs,
+    learner_call,
+    linear_calls,
+    plain,
+    probe,
+    stage_timed,
+)
 
 FAKE_HINT = "Register a fake implementation with @calibrate.register_fake that returns torch.empty_like(top)."
 
@@ -177,11 +188,9 @@ def traffic(call: Call) -> Reply:
 def timed_scorer(call: Call) -> Reply:
     """Stage forward + backward of the compiled FixedScorer for ``timing.run``, after one call on the judge's
     input through a counting backend: the linear layers its graphs hold (none where forward ran eagerly)."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
     torch.compiler.reset()
     model = fixed_scorer(call)
-    counter = CompileCounterWithBackend("inductor")
+    counter = graph_runs("inductor", detail=False)
     compiled = torch.compile(model, backend=counter)
 
     def fwd_bwd(x: torch.Tensor) -> torch.Tensor:
@@ -190,7 +199,9 @@ def timed_scorer(call: Call) -> Reply:
         return out
 
     # the parameters' gradients join each call's fingerprint: the backward's work shows, not only the output's
-    reply = stage_timed(call, call.arg("handle"), fwd_bwd, params=tuple(model.parameters()))
+    # and every timed call must call the linear layers in compiled graphs
+    work = compiled_work(counter, linear_calls)
+    reply = stage_timed(call, call.arg("handle"), fwd_bwd, params=tuple(model.parameters()), work=work)
     learner_call(fwd_bwd, (call.input("x"),), "the compiled FixedScorer")
     model.zero_grad(set_to_none=True)
     return Reply({**reply.values, "linears": sum(linear_calls(g) for g in counter.graphs)})

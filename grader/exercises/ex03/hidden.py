@@ -12,7 +12,7 @@ from coursekit.lessons.distillation.givens import ALPHA, LEARNING_RATE, TEMPERAT
 from grader.exercises.ex03.probes import FREEZE_HINT, INFERENCE_HINT
 from grader.exercises.ex03.public import FORMULA, ask_losses, batch_inputs, given_models, logits
 from grader.exercises.ex03.reference import ReferenceDistiller, eager_step, kd_loss
-from grader.judging import assert_close, assert_consistent, expect_linears
+from grader.judging import assert_close, assert_consistent, expect_linears, linear_layers
 from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
 from grader.speed import compare_checked
@@ -233,6 +233,7 @@ def step_speed(learner, ctx) -> Measured:
         grads=(False, False),
         verify=verify,
         lockstep=True,
+        work=(linear_layers(student, teacher), "linear layers"),
     )
     shown, needed = distinct(result.speedup, required)  # never printed equal to the threshold it misses
     detail = (

@@ -11,7 +11,18 @@ from torch import nn
 
 from coursekit.lessons.distillation.givens import ALPHA, TEMPERATURE, make_optimizer, make_student, make_teacher
 from coursekit.profile import get_profile
-from grader.probing import Call, Failure, Reply, learner_call, linear_calls, plain, probe, stage_timed
+from grader.probing import (
+    Call,
+    Failure,
+    Reply,
+    compiled_work,
+    graph_runs,
+    learner_call,
+    linear_calls,
+    plain,
+    probe,
+    stage_timed,
+)
 
 FREEZE_HINT = (
     "Freeze the teacher in Distiller.__init__ (teacher.eval().requires_grad_(False)) and run it under "
@@ -210,13 +221,12 @@ def frames(call: Call) -> Reply:
 def timed_step(call: Call) -> Reply:
     """Stage the learner's compiled train step (compiled during the judge's warm-up) for ``timing.run``; the
     backend counts what it compiles: the linear layers its graphs hold (the student's and the teacher's)."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
     model, _, _ = parts(call)
     torch.compiler.reset()
-    counter = CompileCounterWithBackend("inductor")
+    counter = graph_runs("inductor", detail=False)
     step = compiled_step(call, model.train(), backend=counter)
     for i in range(2):  # compile outside the timed trials, and surface compile errors with a hint
         run_step(step, *images(call, f"warm{i}"), "the compiled step")
-    reply = stage_timed(call, call.arg("handle"), step)
+    # every timed step must call the linear layers in compiled graphs (one compiled for the warm-up only shows)
+    reply = stage_timed(call, call.arg("handle"), step, work=compiled_work(counter, linear_calls))
     return Reply({**reply.values, "linears": sum(linear_calls(g) for g in counter.graphs)})

@@ -28,6 +28,22 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # eager, the teacher's inference tensors only feed new tensors: the eager checks pass
         {"ex03.step.training", "ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
     ),
+    "the Distiller compiled for the warm-up steps only, AdamW fused": (
+        {
+            "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n": (
+                "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n"
+                "    for group in optimizer.param_groups:\n"
+                "        group['fused'], group['foreach'] = True, False\n"
+                "    calls = []\n"
+            ),
+            "        loss = compiled(images, labels)\n": (
+                "        calls.append(1)\n        loss = (compiled if len(calls) <= 2 else distiller)(images, labels)\n"
+            ),
+        },
+        # the two steps the probe compiles with ran compiled, the timed ones eagerly with a fused optimizer: 1.10x
+        # against 1.05x before the timed steps' compiled work was counted (red team, session 37)
+        {"ex03.step.speed"},
+    ),
     "KL averaged over the classes too (reduction='mean')": (
         {'            reduction="batchmean",': '            reduction="mean",'},
         # the timed step trains in lockstep with the grader's, so a step that computes another loss fails its speed
