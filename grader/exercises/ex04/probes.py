@@ -58,10 +58,15 @@ def tagger(call: Call) -> nn.Module:
 
 def run_batches(call: Call, fn, names: list[str], counter=None) -> tuple[dict[str, torch.Tensor], list[str]]:
     """``fn`` on each named batch, in order: the outputs, and (with a ``counter``, see ``graph_runs``) the names of
-    the batches whose own tokens or mask no compiled graph was called on: eager fallbacks, code that stops
-    compiling, or a token compile on a stand-in input beside eager work (red team, session 35: the real batch run
-    eagerly beside a compiled call on a 1x4 dummy took every stream point, at 5x the reference's speed)."""
-    outs, eager = {}, []
+    the batches that called no compiled graph holding the tagger on their own tokens or mask: the graphs called on
+    them must hold, together, the tagger's linear layers (the judge's ``tagger_linears``). Eager fallbacks, code that
+    stops compiling, and compiled calls on anything else do not count: a token compile on a stand-in input beside
+    eager work (red team, session 35: the real batch run eagerly beside a compiled call on a 1x4 dummy took every
+    stream point, at 5x the reference's speed), or a tiny compiled graph on the batch's own mask beside the tagger
+    compiled once on a 1x4 copy and then run eagerly (red team, session 37: all 11 points, at 5.0x against the
+    reference's 1.87x)."""
+    outs, eager, linears = {}, [], {}
+    want = int(call.arg("tagger_linears", 0)) if counter is not None else 0
     for name in names:
         tokens, mask = collated(call, name)
         plain(tokens, "collate's tokens")
@@ -72,7 +77,10 @@ def run_batches(call: Call, fn, names: list[str], counter=None) -> tuple[dict[st
         outs[f"{name}.out"] = plain(out, "MaskedTagger's output")
         if counter is not None:
             own = {(a.data_ptr(), tuple(a.shape)) for a in args}
-            if not any(own & seen for _, seen in counter.calls[before:]):
+            graphs = {index for index, seen in counter.calls[before:] if own & seen}
+            for index in graphs - linears.keys():
+                linears[index] = linear_calls(counter.graphs[index])
+            if not graphs or sum(linears[index] for index in graphs) < want:
                 eager.append(name)
     return outs, eager
 
@@ -91,7 +99,8 @@ def outputs(call: Call) -> Reply:
 def counted(call: Call) -> Reply:
     """The stream compiled with a counting backend: frames after it (and whether a recompile was refused under
     ``set_stance("fail_on_recompile")`` after one warm-up batch per bucket, when asked), the linear layers its
-    graphs hold, and the stream's batches that called no compiled graph."""
+    graphs hold, and the stream's batches that called no compiled graph holding the tagger (``tagger_linears``)
+    on their own tokens or mask."""
     model = tagger(call)
     torch.compiler.reset()
     counter = graph_runs("inductor")
@@ -119,7 +128,8 @@ def counted(call: Call) -> Reply:
 def cold_stream(call: Call) -> Reply:
     """A cold stream, timed by the judge: compile_tagger on a fresh compile state, then every batch in order.
     Every batch's output comes back: the judge checks batches it picks after the answer arrived. The backend
-    counts what it compiles: the linear layers in its graphs (none where the model ran eagerly)."""
+    counts what it compiles: the linear layers in its graphs (none where the model ran eagerly), and how many
+    batches called no compiled graph holding the tagger (``tagger_linears``) on their own tokens or mask."""
     model = tagger(call)
     torch.compiler.reset()
     counter = graph_runs(call.arg("backend"))
