@@ -15,7 +15,14 @@ import torch
 from coursekit.lessons.debugging.givens import make_input
 from coursekit.lessons.debugging.material import Bug
 from grader.exercises.ex05.probes import BACKWARD, DECOMPOSED, DEVICE, FIX_HINT, LOWERED
-from grader.exercises.ex05.public import ask_fix, compare_fb, expect_backend, expect_culprit, reference_fb
+from grader.exercises.ex05.public import (
+    ask_fix,
+    compare_fb,
+    expect_backend,
+    expect_culprit,
+    expect_no_culprits,
+    reference_fb,
+)
 from grader.registry import check
 
 DECOMPOSITION = "aot_eager_decomp_partition"
@@ -130,6 +137,7 @@ def fix_edge(learner, ctx) -> None:
             compare_fb(
                 got, "compiled", want, dtype, "FixedGatedMLP compiled under the planted bugs, saturating inputs", hint
             )
+            expect_no_culprits(got, "FixedGatedMLP compiled under the planted bugs, saturating inputs")
     # a gate input of exactly 0: a sigmoid built from exp(-|g|) has the right values and, through abs, a gradient
     # of 0 there instead of 1/4; random inputs never hit it
     x = make_input(seed, DEVICE, dtype=torch.float64)

@@ -207,10 +207,109 @@ def forward_backward(model: Callable, module: nn.Module, x: torch.Tensor, prefix
     }
 
 
+TAMPER_HINT = (
+    "Your code changed Inductor's decomposition/lowering tables: fix the model, not the compiler. The grader "
+    "plants its bugs in those tables to stand for a compiler bug you cannot patch in place (a bug in the torch you "
+    "ship with); putting the original entries back (from a torch.compiler.disable helper, say) only hides the bugs "
+    "from the grader, and the model still breaks on any other torch with that bug. " + FIX_HINT
+)
+MISSING = object()
+
+
+def compiler_tables(bug: Bug) -> list[tuple[str, Callable[[], Any]]]:
+    """Where Inductor looks up ``bug``'s layer for an operator: each table's name and how to read it now (module
+    attributes are read at each call, so a table swapped for another shows)."""
+    from torch._inductor import compile_fx, decomposition, graph, lowering
+
+    if bug.layer == "decomposition":
+        return [
+            ("torch._inductor.decomposition.decompositions", lambda: decomposition.decompositions),
+            ("torch._inductor.decomposition.fast_random_decomps()", lambda: decomposition.fast_random_decomps()),
+            ("the table select_decomp_table() gives Inductor", lambda: compile_fx.select_decomp_table()),
+        ]
+    return [
+        ("torch._inductor.lowering.lowerings", lambda: lowering.lowerings),
+        ("the lowerings Inductor's graph lowering reads", lambda: graph.lowerings),
+        ("torch._inductor.lowering.user_lowerings", lambda: graph.user_lowerings),  # they take priority
+    ]
+
+
+class PlantedGuard:
+    """The planted bugs' entries in Inductor's tables, taken right after planting; ``check`` notes any entry that is
+    no longer the very object planted (or a table swapped for another), and when it was seen (red team, session 37:
+    a ``torch.compiler.disable`` helper at the top of ``forward`` put the original tables back, the graph break let
+    Inductor compile the rest with no bug planted, and all 5 fix points went to a model left as it was)."""
+
+    def __init__(self, bugs: tuple[Bug, ...]) -> None:
+        self.entries = []
+        for bug in bugs:
+            for name, table in compiler_tables(bug):
+                self.entries.append((f"{name}[aten.{bug.op}.default]", table, bug.overload, self._read(table, bug)))
+        self.changed: list[str] = []
+        self.when = ""
+
+    @staticmethod
+    def _read(table: Callable[[], Any], bug: Bug) -> Any:
+        try:
+            found = table()
+            return found.get(bug.overload, MISSING) if isinstance(found, dict) else found
+        except Exception as exc:  # noqa: BLE001 - a table learner code broke is a changed table
+            return exc
+
+    def check(self, when: str) -> None:
+        if self.changed:
+            return
+        for name, table, key, value in self.entries:
+            try:
+                found = table()
+                now = found.get(key, MISSING) if isinstance(found, dict) else found
+            except Exception:  # noqa: BLE001
+                now = MISSING if value is not MISSING else None
+            if now is not value:
+                self.changed.append(name)
+        if self.changed:
+            self.when = when
+
+    def raise_if_changed(self) -> None:
+        if self.changed:
+            raise Failure(
+                f"{', '.join(self.changed[:3])} no longer held the bug the grader planted {self.when}. " + TAMPER_HINT,
+                unsettled=True,  # learner code rewrote the compiler's state: the judge starts a fresh worker
+            )
+
+
+def culprits_in(graphs: list[tuple[torch.fx.GraphModule, list]], bugs: tuple[Bug, ...]) -> list[str]:
+    """The planted bugs' operators found in the ATen graphs (forward and backward, before any decomposition) that
+    AOTAutograd traces from the Dynamo graphs Inductor was given: the operators a planted bug reaches."""
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+    from torch._functorch.partitioners import default_partition
+
+    broken = {bug.overload: f"aten.{bug.op}" for bug in bugs}
+    found: set[str] = set()
+
+    def record(gm: torch.fx.GraphModule) -> None:
+        found.update(broken[n.target] for n in gm.graph.nodes if n.op == "call_function" and n.target in broken)
+
+    def partition(joint: torch.fx.GraphModule, inputs: Any, **kwargs: Any) -> Any:
+        record(joint)
+        return default_partition(joint, inputs, **kwargs)
+
+    def nop(gm: torch.fx.GraphModule, _: Any) -> Callable:
+        record(gm)
+        return make_boxed_func(gm.forward)
+
+    for gm, example_inputs in graphs:
+        aot_module_simplified(gm, example_inputs, fw_compiler=nop, bw_compiler=nop, partition_fn=partition)
+    return sorted(found)
+
+
 @probe("ex05.fix")
 def fix(call: Call) -> Reply:
     """FixedGatedMLP's output and gradients eagerly, and compiled with Inductor (or the judge's counting backend)
-    while the exercise's bugs are planted."""
+    while the exercise's bugs are planted; with the planted operators the compiled graphs still call. The planted
+    entries must stay in Inductor's tables throughout: before, during and after the compiled forward and backward,
+    and when Inductor is handed each graph."""
+    from torch._dynamo.backends.registry import lookup_backend
     from torch._dynamo.testing import CompileCounterWithBackend
 
     from coursekit.lessons.debugging.givens import EXERCISE_BUGS
@@ -219,20 +318,44 @@ def fix(call: Call) -> Reply:
     fixed = fixed_model(call, int(call.arg("seed")), dtype)
     x = call.input("x").to(DEVICE)  # the judge sends it to the profile's device; this exercise runs on the CPU
     out = call_learner(forward_backward, (fixed, fixed, x, "eager"), "FixedGatedMLP", FIX_HINT)
-    values = {}
+    values: dict[str, Any] = {}
     if call.arg("compiled"):
         counter = CompileCounterWithBackend("inductor")
+        inner = counter if call.arg("count") else lookup_backend("inductor")
+        graphs: list[tuple[torch.fx.GraphModule, list]] = []
         with planted(*EXERCISE_BUGS):
-            compiled = torch.compile(fixed, backend=counter if call.arg("count") else "inductor")
-            out |= call_learner(
-                forward_backward,
-                (compiled, fixed, x, "compiled"),
-                "torch.compile(FixedGatedMLP) with the planted bugs",
-                "A planted bug still reaches your model: run your ladder and find_culprit on "
-                "FixedGatedMLP, frozen and with parameters that require grad. " + FIX_HINT,
-            )
+            guard = PlantedGuard(EXERCISE_BUGS)
+
+            def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+                guard.check("when Inductor was handed a graph of FixedGatedMLP to compile")
+                graphs.append((gm, list(example_inputs)))
+                return inner(gm, example_inputs)
+
+            compiled = torch.compile(fixed, backend=backend)
+
+            def guarded(inputs: torch.Tensor) -> torch.Tensor:
+                guard.check("before the compiled FixedGatedMLP was called")
+                result = compiled(inputs)
+                guard.check("after the compiled FixedGatedMLP's forward")
+                return result
+
+            try:
+                out |= call_learner(
+                    forward_backward,
+                    (guarded, fixed, x, "compiled"),
+                    "torch.compile(FixedGatedMLP) with the planted bugs",
+                    "A planted bug still reaches your model: run your ladder and find_culprit on "
+                    "FixedGatedMLP, frozen and with parameters that require grad. " + FIX_HINT,
+                )
+            finally:
+                guard.check("after the compiled FixedGatedMLP's backward")
+                guard.raise_if_changed()
+            try:
+                values["culprits"] = culprits_in(graphs, EXERCISE_BUGS)
+            except Exception as exc:  # noqa: BLE001 - the values are still compared; the scan is a second line
+                values["culprit_scan"] = f"{type(exc).__name__}: {gist(exc)}"[:200]
         if call.arg("count"):
-            values = {
+            values |= {
                 "frames": counter.frame_count,
                 "ops": counter.op_count,
                 "opaque": sorted({name for g in counter.graphs for name in opaque_ops(g)})[:5],

@@ -238,6 +238,20 @@ def ask_fix(
     return learner.ask("ex05.fix", args | ({"break_points": True} if break_points else {}), {"x": x})
 
 
+def expect_no_culprits(got: Answer, what: str) -> None:
+    """Called once the compiled values matched: none of the planted bugs' operators may be left in the compiled
+    graphs, since a planted bug would then have broken those values unless the compiler itself was changed."""
+    culprits = got.values.get("culprits") or []
+    if culprits:
+        raise AssertionError(
+            f"{what}: your compiled graphs still call {', '.join(map(str, culprits[:3]))}, which a planted bug "
+            "breaks, yet the compiled values came out right: your code must have got around the planted bugs inside "
+            "the compiler (its tables, passes or settings) instead of in the model. Fix the model, not the compiler: "
+            "the grader's bugs stand for bugs in the torch you ship with, which you cannot patch in place. (A culprit "
+            "computed but never used counts too: remove it.) " + FIX_HINT
+        )
+
+
 @check("ex05.fix.values", kind="correctness", points=2, needs=("FixedGatedMLP",), public=True)
 def fix_values(learner, ctx) -> None:
     """FixedGatedMLP equals GatedMLP eagerly, and compiled with Inductor while the bugs are planted (outputs and
@@ -263,6 +277,7 @@ def fix_values(learner, ctx) -> None:
             "A planted bug still reaches your model: run your ladder and find_culprit on FixedGatedMLP, frozen and "
             "with parameters that require grad. " + FIX_HINT,
         )
+        expect_no_culprits(got, f"FixedGatedMLP compiled with Inductor under the planted bugs (seed {seed})")
 
 
 @check("ex05.fix.one_graph", kind="structure", points=2, needs=("FixedGatedMLP",), public=True)
@@ -279,6 +294,12 @@ def fix_one_graph(learner, ctx) -> Measured:
         rtol=1e-4,
         atol=1e-6,
     )
+    try:  # wrong values are ex05.fix.values's to report; right ones with a culprit left in the graph are not a fix
+        compare_fb(own, "compiled", reference_fb(2, x), torch.float32, "FixedGatedMLP compiled", FIX_HINT)
+    except AssertionError:
+        pass
+    else:
+        expect_no_culprits(own, "FixedGatedMLP compiled under the planted bugs")
     frames = got.value("frames", int)
     opaque = got.value("opaque", list)
     if frames == 1 and opaque:

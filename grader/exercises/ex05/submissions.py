@@ -24,6 +24,27 @@ def register_opaque_hardswish():
     )
 """
 
+# the compiler's tables as they were before the grader planted its bugs, put back from outside the graph
+PUT_TABLES_BACK = """
+from torch._inductor import decomposition as inductor_decomposition
+from torch._inductor import lowering as inductor_lowering
+
+PRISTINE = [
+    (table, dict(table))
+    for table in (
+        inductor_decomposition.decompositions,
+        inductor_decomposition.fast_random_decomps(),
+        inductor_lowering.lowerings,
+    )
+]
+
+
+@torch.compiler.disable
+def put_tables_back() -> None:
+    for table, saved in PRISTINE:
+        table.update(saved)
+"""
+
 WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
     "the article's ladder, without aot_eager_decomp_partition": (
         {
@@ -152,5 +173,22 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
             )
         },
         {"ex05.ladder.given", "ex05.ladder.hidden", "ex05.ladder.inference_mode"},
+    ),
+    "the planted bugs undone from a torch.compiler.disable helper": (
+        {
+            "class FixedGatedMLP(GatedMLP):\n": PUT_TABLES_BACK + "\n\nclass FixedGatedMLP(GatedMLP):\n",
+            'the operators the planted bugs break."""\n': (
+                'the operators the planted bugs break."""\n\n'
+                "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+                "        put_tables_back()\n"
+                "        a, g = self.up(GatedMLP.normalise(self, x)).chunk(2, dim=-1)\n"
+                "        h = self.down(GatedMLP.activation(self, a) * GatedMLP.gate(self, g))\n"
+                "        return self.head((x + h).mean(1))\n"
+            ),
+        },
+        # the model left as given: the graph break lets Inductor compile the rest after the tables are put back, so
+        # values, one graph (the helper's frame holds none) and edge inputs all passed (red team, session 37). The
+        # planted entries are now checked before, during and after every compiled call
+        {"ex05.fix.values", "ex05.fix.one_graph", "ex05.fix.edge"},
     ),
 }
