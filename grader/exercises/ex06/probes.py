@@ -8,6 +8,9 @@ runs, and it keeps every check to seconds on a CPU.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -39,6 +42,12 @@ STEP_HINT = (
     "step(images, labels) computes the cross-entropy of model(images), calls backward, runs the compiled "
     "optimizer.step() and scheduler.step(), clears the gradients, and returns loss.detach()."
 )
+# torch's AdamW update functions, whichever this torch has: AdamW subclasses Adam and calls ``adam()``'s in newer
+# releases (2.7 on), and had its own ``_single_tensor_adamw`` and the like before; both dispatch through module globals
+ADAM_UPDATES = {
+    "torch.optim.adam": ("_single_tensor_adam", "_multi_tensor_adam", "_fused_adam"),
+    "torch.optim.adamw": ("_single_tensor_adamw", "_multi_tensor_adamw", "_fused_adamw"),
+}
 SCHEDULES = {
     "exercise": make_scheduler,
     "CosineAnnealingLR": partial(CosineAnnealingLR, T_max=6),
@@ -87,6 +96,78 @@ def updated_compiled(count, model: nn.Module, runs_before: list[int]) -> bool:
     ran = [i for i, r in enumerate(count.runs) if r > (runs_before[i] if i < len(runs_before) else 0)]
     read = set().union(*(count.touched[i] for i in ran if "addc" in count.graphs[i].code))
     return params <= read
+
+
+@contextmanager
+def eager_adam_updates() -> Iterator[list[str]]:
+    """While it is open, every call of torch's AdamW update functions (``ADAM_UPDATES``) made while not compiling:
+    the names called, in order. A compiled ``optimizer.step()`` traces through the stand-ins (Dynamo inlines them,
+    ``is_compiling()`` is true there, and nothing is recorded); one called eagerly, or run eagerly because Dynamo
+    skipped its frame, records itself (red team, session 37: ``optimizer.step()`` run eagerly beside a compiled
+    out-of-place ``addcmul`` of every parameter had passed both recompile checks with float rates). The originals
+    are put back on leaving."""
+    calls: list[str] = []
+    saved: list[tuple[Any, str, Callable]] = []
+
+    def stand_in(name: str, original: Callable) -> Callable:
+        def update(*args: Any, **kwargs: Any) -> Any:
+            if not torch.compiler.is_compiling():
+                calls.append(name)
+            return original(*args, **kwargs)
+
+        return update
+
+    try:
+        for module_name, names in ADAM_UPDATES.items():
+            module = importlib.import_module(module_name)
+            for name in names:
+                original = module.__dict__.get(name)
+                if callable(original):
+                    saved.append((module, name, original))
+                    setattr(module, name, stand_in(name, original))
+        yield calls
+    finally:
+        for module, name, original in reversed(saved):
+            setattr(module, name, original)
+
+
+class OutsideWrites:
+    """A backend that runs ``backend`` and counts, in ``.outside``, the times a model's parameters (``watch``) were
+    found changed outside a compiled graph: looked at before and after every graph run, and when ``settle`` is
+    called (at the end of each step). An optimizer update run eagerly, ``torch.optim``'s or written by hand,
+    changes them between graph runs, whatever a compiled graph beside it computes."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.params: list[torch.Tensor] = []
+        self.seen: list[torch.Tensor] = []
+        self.outside = 0
+
+    def watch(self, model: nn.Module) -> None:
+        self.params = list(model.parameters())
+        self.seen = self.values()
+
+    def values(self) -> list[torch.Tensor]:
+        return [p.detach().clone() for p in self.params]
+
+    def settle(self) -> None:
+        """Count a change made since the last look, then look again."""
+        now = self.values()
+        if any(not torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True) for a, b in zip(now, self.seen)):
+            self.outside += 1
+        self.seen = now
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        compiled = self.backend(gm, example_inputs)
+
+        def run(*args: Any) -> Any:
+            self.settle()
+            try:
+                return compiled(*args)
+            finally:
+                self.seen = self.values()
+
+        return run
 
 
 def build(spec: dict, seed: int, device: str) -> tuple[nn.Module, tuple[type, ...]]:
@@ -197,11 +278,16 @@ def describe_group(group: dict, head: set[int], body: set[int]) -> dict:
     }
 
 
-def learner_run(call: Call, backend: Any, on_step=None) -> tuple[list[torch.Tensor], list[float], nn.Module]:
-    """The learner's loop: ``make_optimizer``, the judge's schedule and ``make_train_step`` with ``backend``."""
+def learner_run(
+    call: Call, backend: Any, on_step=None, on_model=None
+) -> tuple[list[torch.Tensor], list[float], nn.Module]:
+    """The learner's loop: ``make_optimizer``, the judge's schedule and ``make_train_step`` with ``backend``;
+    ``on_model(model)`` before any of them, ``on_step(i, model)`` after each step."""
     torch.compiler.reset()
     seed, lr, steps = int(call.arg("seed")), float(call.arg("lr")), int(call.arg("steps"))
     model = make_model(seed, call.device, depth=STEP_DEPTH)
+    if on_model is not None:
+        on_model(model)
     opt = learner_call(call.get("make_optimizer"), (model, lr), "make_optimizer")
     sched = SCHEDULES[call.arg("schedule")](opt)
     step = learner_call(call.get("make_train_step"), (model, opt, sched, backend), "make_train_step", STEP_HINT)
@@ -234,20 +320,36 @@ def train(call: Call) -> Reply:
 @probe("ex06.train_frames")
 def train_frames(call: Call) -> Reply:
     """The learner's loop with a counting ``eager`` backend: frames after each step, whether AdamW's update (its
-    addcdiv/addcmul) is in a compiled graph, and how often such a graph ran by the end of each step."""
+    addcdiv/addcmul) is in a compiled graph, how often such a graph ran by the end of each step, and in each step
+    the calls of torch's AdamW update functions made eagerly and the changes to the parameters found outside
+    compiled graphs."""
     count = graph_runs("eager")
+    backend = OutsideWrites(count)
     frames: list[int] = []
     updates: list[int] = []
     runs_before: list[int] = []
+    eager_updates: list[int] = []
+    eager_writes: list[int] = []
 
-    def after_step(i: int, model: nn.Module) -> None:
-        frames.append(count.frame_count)
-        updates.append(int(updated_compiled(count, model, runs_before)))
-        runs_before[:] = count.runs
+    with eager_adam_updates() as eager_calls:
 
-    losses, _, _ = learner_run(call, count, on_step=after_step)
+        def after_step(i: int, model: nn.Module) -> None:
+            frames.append(count.frame_count)
+            updates.append(int(updated_compiled(count, model, runs_before)))
+            runs_before[:] = count.runs
+            backend.settle()
+            eager_updates.append(len(eager_calls) - sum(eager_updates))
+            eager_writes.append(backend.outside - sum(eager_writes))
+
+        losses, _, _ = learner_run(call, backend, on_step=after_step, on_model=backend.watch)
     return Reply(
-        {"frames": frames, "adam_in_graph": any("addc" in g.code for g in count.graphs), "compiled_updates": updates},
+        {
+            "frames": frames,
+            "adam_in_graph": any("addc" in g.code for g in count.graphs),
+            "compiled_updates": updates,
+            "eager_updates": eager_updates,
+            "eager_writes": eager_writes,
+        },
         {"losses": torch.stack(losses)},
     )
 

@@ -326,7 +326,32 @@ def expect_no_recompile(learner, ctx, seed: int, lr: float, schedule: str, steps
             f"{what}: {frames[-1] - frames[0]} recompile(s) after the first step (the first at step "
             f"{grew + 1}, when the scheduler changed the learning rate). " + HYGIENE_HINT
         )
+    expect_update_compiled(got, steps, what)
     return Measured(frames[-1], frames[0], f"{frames[0]} compiled graph(s), none added over {steps} steps")
+
+
+def expect_update_compiled(got, steps: int, what: str) -> None:
+    """AdamW's update ran inside the compiled graphs, not beside them: no call of torch's AdamW update functions
+    outside a compile, and no change to the parameters outside a compiled graph, in any step (red team, session 37:
+    optimizer.step() and scheduler.step() run eagerly, then a compiled out-of-place addcmul of every parameter under
+    no_grad, had passed both recompile checks with float rates)."""
+    eager, writes = got.ints("eager_updates"), got.ints("eager_writes")
+    if len(eager) != steps or len(writes) != steps:
+        from grader.protocol import ProtocolError
+
+        raise ProtocolError("probe ex06.train_frames answered with the wrong number of eager-update counts")
+    ran = [i + 1 for i in range(steps) if eager[i] or writes[i]]
+    if ran:
+        how = (
+            "torch's AdamW update ran outside any compile (optimizer.step() called eagerly)"
+            if eager[ran[0] - 1]
+            else "the model's parameters changed outside any compiled graph"
+        )
+        raise AssertionError(
+            f"{what}: at step {ran[0]} (and {len(ran) - 1} other(s) of {steps}) {how}: AdamW's update ran eagerly, "
+            "and a compiled graph beside it that reads the parameters is not the update. Call optimizer.step() and "
+            "scheduler.step() inside the function compiled with torch.compile(..., backend=backend). " + STEP_HINT
+        )
 
 
 @check("ex06.step.values", kind="correctness", points=2, needs=("make_optimizer", "make_train_step"), public=True)
