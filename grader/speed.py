@@ -333,8 +333,6 @@ def compare(
         return run_schedule(baseline, local, [entry], grads, params)[1][0]
 
     def check(answer: Answer, sample: Sample, local_prints: torch.Tensor | None, every: bool = False) -> None:
-        if work is not None:
-            check_work(answer.value("work", int), len(sample.calls), *work)
         calls = seeded(sample.calls, sample.seed, local)  # each call's factors, as both sides drew them
         if sample.chain:  # and each call's link to the one before it, from the fingerprint the worker reported
             calls = linked(calls, answer.tensor("prints"))
@@ -343,9 +341,11 @@ def compare(
             verify(answer.tensor("out"), tuple(a.cpu() for a in transform(local[index], scale, (False,) * arity)))
         if lockstep:
             check_lockstep(answer.tensor("prints"), local_prints)
-            return
-        picks = range(len(calls)) if every else picker.sample(range(len(calls)), min(spot_checks, len(calls)))
-        check_fingerprints(answer.tensor("prints"), calls, want, picks)
+        else:
+            picks = range(len(calls)) if every else picker.sample(range(len(calls)), min(spot_checks, len(calls)))
+            check_fingerprints(answer.tensor("prints"), calls, want, picks)
+        if work is not None:  # last: a call skipped or changed is the fingerprints' to report, with their message
+            check_work(answer.value("work", int), len(sample.calls), *work)
 
     def prints_of(timed: tuple[float, Any]) -> torch.Tensor:
         return timed[1][1]  # (seconds, (last output, fingerprints))

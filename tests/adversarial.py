@@ -727,7 +727,8 @@ CHEATS: dict[str, Attack] = {
     ),
     "splits each timed sample's chain with one made-up fingerprint (a review, session 35)": Attack(
         "solution",
-        {VALUES: "pass", SPEED: "did not compute what it should", COMPILED_SPEED: "did not compute what it should"},
+        # the skipped call shows in every sample's compiled work (session 37), before a whole-sample recompute
+        {VALUES: "pass", SPEED: "did not compute what it should", COMPILED_SPEED: "part of the timed work ran eagerly"},
         cells=(SPLIT_CHAIN,),
     ),
     "a helper process would widen its CPU mask and work beside the timed calls (red team 2, session 33)": Attack(
