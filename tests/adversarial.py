@@ -72,7 +72,7 @@ def replacing_run_schedule(definition: str, name: str) -> str:
 @dataclass(frozen=True)
 class Attack:
     base: str  # "exercise", "solution" or "naive"
-    expect: dict[str, str]
+    expect: dict[str, str]  # check id: "pass", "fail", or what its message must mention ("a | b": either)
     cells: tuple[str, ...] = ()
     edits: dict[str, str] = field(default_factory=dict)
     flagged: bool = False
@@ -727,8 +727,13 @@ CHEATS: dict[str, Attack] = {
     ),
     "splits each timed sample's chain with one made-up fingerprint (a review, session 35)": Attack(
         "solution",
-        # the skipped call shows in every sample's compiled work (session 37), before a whole-sample recompute
-        {VALUES: "pass", SPEED: "did not compute what it should", COMPILED_SPEED: "part of the timed work ran eagerly"},
+        # the compiled loss: the skipped call shows in every sample's compiled work (session 37), and in a sample's
+        # fingerprints where one is picked: whichever sample comes first
+        {
+            VALUES: "pass",
+            SPEED: "did not compute what it should",
+            COMPILED_SPEED: "did not compute what it should | part of the timed work ran eagerly",
+        },
         cells=(SPLIT_CHAIN,),
     ),
     "a helper process would widen its CPU mask and work beside the timed calls (red team 2, session 33)": Attack(

@@ -72,8 +72,10 @@ def test_cheat_gains_nothing(tmp_path: Path, name: str) -> None:
             assert r.passed, f"{name}: {cid} should still pass, got: {r.message}"
         else:
             assert not r.passed and r.points == 0, f"{name}: {cid} should fail, but passed: {r.message}"
-            if want != "fail":
-                assert want in r.message, f"{name}: {cid} message should mention {want!r}: {r.message}"
+            if want != "fail":  # "a | b": either message (two defences, whichever catches it first)
+                assert any(w in r.message for w in want.split(" | ")), (
+                    f"{name}: {cid} message should mention {want!r}: {r.message}"
+                )
     messages = " ".join(r.message for r in grade.results) + " ".join(grade.problems)
     for secret in attack.forbidden:
         assert secret not in messages, f"{name}: the report leaks {secret!r}: {messages[:1000]}"
