@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     profile = get_profile()
     ctx = Context.create(profile)
-    seed = ctx.secret_seed
+    secret = ctx.secret
     only = set(args.only.split(",")) if args.only else None
     grades = []
     for exercise, notebook in find_notebooks(args.path):
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 notebook,
                 exercise,
                 profile,
-                seed,
+                secret,
                 check_ids=ids,
                 ctx=ctx,
                 progress=not args.no_progress,

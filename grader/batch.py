@@ -140,7 +140,7 @@ def grade_job(
     notebook: str,
     content: bytes,
     check_ids: list[str],
-    seed: int,
+    secret: str,
     restore_from: str | None,
     check_timeout_s: float | None,
     budget_s: float | None,
@@ -155,7 +155,7 @@ def grade_job(
 
     started = time.monotonic()
     profile = get_profile(profile_name, device)
-    ctx = Context.create(profile, seed)
+    ctx = Context.create(profile, secret)
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="batch-") as tmp:
         path = Path(tmp) / NOTEBOOKS[exercise]
@@ -175,7 +175,7 @@ def grade_job(
             path,
             exercise,
             profile,
-            ctx.secret_seed,
+            ctx.secret,
             check_ids=check_ids,
             ctx=ctx,
             check_timeout_s=check_timeout_s,
@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
 
     profile = get_profile()
     cuda = profile.device_class == "cuda"
-    seed = Context.create(profile).secret_seed  # one secret seed for the class: the same hidden inputs for all
+    secret = Context.create(profile).secret  # one secret for the class: the same hidden inputs for all
     only = set(args.only.split(",")) if args.only else None
     jobs, warnings = discover(args.folder, args.out)
     for warning in warnings:
@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
             str(job.notebook),
             submission_bytes(job.notebook),
             ids_for[job.exercise],
-            seed,
+            secret,
             restore,
             check_timeout,
             budget,

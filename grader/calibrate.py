@@ -64,7 +64,7 @@ def measure(
         if not notebook.is_file():
             raise SystemExit(f"calibrate: no reference solution {notebook}")
         for run in range(runs):
-            grade = grade_notebook(notebook, exercise, profile, seed=1000 + 7 * run, check_ids=ids, progress=progress)
+            grade = grade_notebook(notebook, exercise, profile, secret=1000 + 7 * run, check_ids=ids, progress=progress)
             for r in grade.results:
                 if r.measured is None:
                     raise SystemExit(

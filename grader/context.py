@@ -10,13 +10,20 @@ Speed thresholds come from one of two places, per check:
 there instead; a file uses that file (if it was calibrated for this device); ``off``
 uses the defaults only.  Every report says which thresholds it used
 (``Context.describe_thresholds``).
+
+Hidden inputs come from ``Context.seed(purpose, index)``: a keyed hash (HMAC-SHA256) of a long secret, so a seed
+that reaches learner code (a probe's seed, or one recovered from the tensors it was sent) tells nothing about the
+secret or any other purpose's seed.  ``GRADER_SECRET_SEED`` sets the secret (any string; a class graded in
+several runs needs the same one); unset, each run draws 128 random bits.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +35,7 @@ from coursekit.results import slug
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.toml")
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
 SEED_ENV = "GRADER_SECRET_SEED"
+MIN_SECRET_CHARS = 16  # a set secret shorter than this gets a warning
 CALIBRATION_ENV = "GRADER_CALIBRATION"
 
 
@@ -88,7 +96,7 @@ class Context:
     """The grading environment shared by all checks of one run."""
 
     profile: Profile
-    secret_seed: int
+    secret: str = field(repr=False)  # never sent to a worker: checks use ``seed``
     thresholds: dict[str, dict[str, dict]] = field(default_factory=load_thresholds)
     calibration: Path | None = None  # the calibration file in use, if any
     calibrated: frozenset[str] = frozenset()  # check ids whose threshold comes from it
@@ -97,6 +105,12 @@ class Context:
     @property
     def device(self) -> str:
         return self.profile.device
+
+    def seed(self, purpose: str, index: int = 0) -> int:
+        """A 31-bit seed for one use of hidden inputs (``"ex01.hidden cases"``, index 2), the same for the same
+        secret: a keyed hash, so knowing some seeds (learner code sees the inputs they make) gives no other."""
+        digest = hmac.digest(self.secret.encode(), f"{purpose}/{index}".encode(), "sha256")
+        return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
     def required_speedup(self, check_id: str) -> float:
         """The threshold for ``check_id`` on this device (calibrated) or device class (default)."""
@@ -151,13 +165,19 @@ class Context:
         self.calibrated = frozenset(cid for cid in checks if cid in merged[device_class])
 
     @classmethod
-    def create(cls, profile: Profile | None = None, secret_seed: int | None = None) -> Context:
-        """A context for this machine: the secret seed comes from the environment or is random, and the
-        thresholds from this device's calibration file where there is one (see the module docstring)."""
-        if secret_seed is None:
-            env = os.environ.get(SEED_ENV)
-            secret_seed = int(env) if env else secrets.randbits(31)
-        ctx = cls(profile=profile or get_profile(), secret_seed=secret_seed)
+    def create(cls, profile: Profile | None = None, secret: str | int | None = None) -> Context:
+        """A context for this machine: the secret comes from ``secret``, the environment or 128 random bits, and
+        the thresholds from this device's calibration file where there is one (see the module docstring)."""
+        if secret is None:
+            secret = os.environ.get(SEED_ENV) or secrets.token_hex(16)
+            if len(secret) < MIN_SECRET_CHARS:
+                warnings.warn(
+                    f"{SEED_ENV} has {len(secret)} characters: a learner who works out one hidden seed could search "
+                    f"for a secret this short; use {MIN_SECRET_CHARS} or more, for example "
+                    "`python -c 'import secrets; print(secrets.token_hex(16))'`",
+                    stacklevel=2,
+                )
+        ctx = cls(profile=profile or get_profile(), secret=str(secret))
         path, note = find_calibration(ctx.profile)
         if path is not None:
             ctx.use_calibration(path)

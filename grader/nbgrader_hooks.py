@@ -107,7 +107,7 @@ class IsolatedGrade(NbGraderPreprocessor):
                     path,
                     exercise,
                     profile,
-                    ctx.secret_seed,
+                    ctx.secret,
                     check_ids=ids,
                     ctx=ctx,
                     progress=False,

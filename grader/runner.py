@@ -93,7 +93,7 @@ def grade_notebook(
     notebook: Path,
     exercise: str,
     profile: Profile,
-    seed: int,
+    secret: str | int,
     *,
     check_ids: list[str] | None = None,
     check_timeout_s: float | None = None,
@@ -120,7 +120,7 @@ def grade_notebook(
         grade.flags = [f.as_dict() for f in scan_cells(cells)]
     except Exception as exc:  # noqa: BLE001 - a scan that fails on learner text must not end the grading
         grade.flags = [Flag(0, 0, "review", f"the code scan failed ({exc!r})").as_dict()]
-    ctx = ctx or Context.create(profile, seed)
+    ctx = ctx or Context.create(profile, secret)
     judging.use_device_class(profile.device_class)
     timeout = check_timeout_s or CHECK_TIMEOUT_S[profile.device_class]
     limits = Limits(memory_limit_bytes or default_memory_limit(), timeout)

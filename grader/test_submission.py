@@ -44,7 +44,7 @@ def test_check(exercise, notebook, check_id, graded, request: pytest.FixtureRequ
                 notebook,
                 exercise,
                 profile,
-                Context.create(profile).secret_seed,
+                Context.create(profile).secret,
                 check_ids=_selected(request.session, notebook),
                 progress=False,
             ).results

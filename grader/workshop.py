@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = get_profile()
         ctx = Context.create(profile)
         grade = grade_notebook(
-            notebook, ex, profile, ctx.secret_seed, check_ids=ids, ctx=ctx, progress=not args.no_progress
+            notebook, ex, profile, ctx.secret, check_ids=ids, ctx=ctx, progress=not args.no_progress
         )
         report = build_report([grade], profile, ctx.describe_thresholds())
         print_table(report, console)

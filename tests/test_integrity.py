@@ -187,9 +187,11 @@ def test_the_secret_seed_never_reaches_learner_code(tmp_path: Path) -> None:
         "        raise RuntimeError(' '.join(seen) + ' ' + ' '.join(f'{k}={v}' for k, v in os.environ.items()))\n"
     )
     notebook = variant(EXERCISE_01, tmp_path / SOLUTION_01.name, {}, append=(leak,))
-    data = _cli(notebook, tmp_path / "leak.json", "ex01.smoothed_ce.values", env={"GRADER_SECRET_SEED": "86420975"})
+    data = _cli(
+        notebook, tmp_path / "leak.json", "ex01.smoothed_ce.values", env={"GRADER_SECRET_SEED": "86420975-leak-canary"}
+    )
     text = json.dumps(data)
-    assert "86420975" not in text and "GRADER_SECRET_SEED" not in text
+    assert "86420975-leak-canary" not in text and "GRADER_SECRET_SEED" not in text
     assert not data["checks"][0]["passed"]
 
 

@@ -107,7 +107,7 @@ def test_a_grader_without_thresholds_says_it_has_no_timed_checks(monkeypatch, tm
     from grader import context
     from grader.context import Context
 
-    ctx = Context.create(secret_seed=1)
+    ctx = Context.create(secret=1)
     assert "thresholds.toml" in ctx.describe_thresholds()
     monkeypatch.setattr(context, "THRESHOLDS_FILE", tmp_path / "thresholds.toml")
     assert ctx.describe_thresholds() == "none (this copy of the grader has no timed checks)"

@@ -38,6 +38,7 @@ from coursekit.lessons.debugging.material import (
     run_python,
 )
 from coursekit.versions import torch_before
+from grader.context import Context
 from grader.exercises.ex05.hidden import drawn, hidden_cases
 from grader.exercises.ex05.probes import BACKWARD, DECOMPOSED, LOWERED, subject
 
@@ -108,12 +109,12 @@ def test_pools_avoid_the_operators_the_notebooks_show() -> None:
     assert not shown & (set(DECOMPOSED) | set(LOWERED) | set(BACKWARD))
     assert set(BACKWARD.values()) <= set(DECOMPOSED)
     assert all(c.bugs == () or {b.op for b in c.bugs} <= shown for c in LESSON_CASES.values())
-    (dec, low), (dec2, low2) = drawn(type("Ctx", (), {"secret_seed": 7})), drawn(type("Ctx", (), {"secret_seed": 7}))
+    (dec, low), (dec2, low2) = drawn(Context.create(secret=7)), drawn(Context.create(secret=7))
     assert (dec, low) == (dec2, low2) and len(set(dec)) == 3 and len(set(low)) == 3
-    seeds = {tuple(drawn(type("Ctx", (), {"secret_seed": s}))[0]) for s in range(20)}
+    seeds = {tuple(drawn(Context.create(secret=s))[0]) for s in range(20)}
     assert len(seeds) > 5, "the secret seed should change which operators get a bug"
     for which in ("ladder", "culprit"):
-        cases = hidden_cases(type("Ctx", (), {"secret_seed": 3}), which)
+        cases = hidden_cases(Context.create(secret=3), which)
         assert [c[3] for c in cases].count(None) == 1 and all(c[0] != c[1] for c in cases)
 
 
@@ -121,7 +122,7 @@ def test_a_culprit_model_with_a_bug_holds_two_operators_of_the_broken_ones_kind(
     """The failing rung says decomposition or lowering; only the bisector can then say which of the two operators
     (red team, session 35: the rung plus Inductor's decomposition table named every culprit)."""
     for seed in range(12):
-        for op, decoy, bugs, _, _ in hidden_cases(type("Ctx", (), {"secret_seed": seed}), "culprit"):
+        for op, decoy, bugs, _, _ in hidden_cases(Context.create(secret=seed), "culprit"):
             if bugs:
                 kinds = {name in DECOMPOSED for name in (op, decoy)}
                 assert len(kinds) == 1 and op != decoy, (seed, op, decoy, bugs)

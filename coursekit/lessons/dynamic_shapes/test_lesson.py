@@ -231,11 +231,10 @@ def test_exercise_4_times_every_trial_on_sequences_no_other_stream_held() -> Non
     """Exercise 4's speed check gives each timed trial a stream of its own: a compile_tagger that remembers outputs
     by input (session 20: with one stream for all five trials it could have answered four from memory) finds no
     sequence it has seen, in another trial or in the untimed outputs check. One stream for every trial is caught."""
-    from types import SimpleNamespace
-
+    from grader.context import Context
     from grader.exercises.ex04 import hidden
 
-    ctx = SimpleNamespace(secret_seed=20261126)
+    ctx = Context.create(secret=20261126)
     streams = [hidden.hidden_stream(ctx)] + [hidden.hidden_stream(ctx, t) for t in range(hidden.STREAM_TRIALS)]
     assert all(len(s) == hidden.STREAM_BATCHES for s in streams)
     assert all(len(seqs) == hidden.STREAM_ROWS for s in streams for seqs in s.values())

@@ -19,9 +19,11 @@ def capture_branches(learner, ctx) -> None:
 
     A branch on ``x.shape[0]`` is decided while Dynamo traces, so the graph holds one branch only; a second call
     with another size must return that call's graph, runnable on the function's own arguments."""
-    rng = random.Random(ctx.secret_seed)
+    rng = random.Random(ctx.seed("ex00.branch sizes"))
     for rows, present, absent in ((rng.randint(5, 9), "tanh", "sigmoid"), (rng.randint(2, 4), "sigmoid", "tanh")):
-        x = torch.randn(rows, rng.randint(2, 6), generator=torch.Generator().manual_seed(ctx.secret_seed + rows))
+        x = torch.randn(
+            rows, rng.randint(2, 6), generator=torch.Generator().manual_seed(ctx.seed("ex00.branch inputs", rows))
+        )
         captured(
             learner,
             "branchy",
@@ -70,7 +72,7 @@ def recompiles_unseen(learner, ctx) -> Measured:
 
     The calls change sizes, dtypes, requires_grad and Python numbers. The first case is asked again last: compiled
     versions left over from earlier counts must not change it."""
-    one_d, two_d = _call_lists(ctx.secret_seed)
+    one_d, two_d = _call_lists(ctx.seed("ex00.recompile calls"))
     cases = [(False, one_d), (None, one_d), (True, one_d), (None, two_d), (False, one_d)]  # the first comes back
     got = counts(learner, [("centred", calls, dynamic) for dynamic, calls in cases])  # all of yours, back to back
     want = [compiles_after_each_call(FUNCTIONS["centred"], calls, dynamic) for dynamic, calls in cases]

@@ -46,14 +46,14 @@ def live(case: Case) -> Expected:
 
 def hidden_cases(ctx) -> list[Case]:
     """Cases the learner never sees: a secret seed, large logits, float64, the profile's size."""
-    rng = random.Random(ctx.secret_seed)
+    rng = random.Random(ctx.seed("ex01.hidden cases"))
     p = ctx.profile
     return [
         Case(
             "secret seed",
             rng.randint(2, 300),
             rng.randint(2, 64),
-            seed=ctx.secret_seed,
+            seed=ctx.seed("ex01.hidden case inputs"),
             smoothing=rng.choice([0.0, 0.05, 0.1, 0.2]),
             ignore_index=rng.choice([IGNORE_INDEX, 0]),
         ),
@@ -67,9 +67,9 @@ def hidden_cases(ctx) -> list[Case]:
 def profile_hidden(learner, ctx) -> None:
     """op_counts on other sizes, drawn with the secret seed: the operators the costs run, and every other ATen
     operator the grader's own profile of the same call counts (which no formula over the sizes gives)."""
-    rng = random.Random(ctx.secret_seed)
+    rng = random.Random(ctx.seed("ex01.op count sizes"))
     for i in range(2):
-        reads, columns, seed = rng.randint(4, 9), rng.randint(6, 12), ctx.secret_seed + i
+        reads, columns, seed = rng.randint(4, 9), rng.randint(6, 12), ctx.seed("ex01.op count inputs", i)
         counts = expect_op_counts(learner, reads=reads, columns=columns, seed=seed)
         want = profiled_op_counts(hidden_costs(), (costs_input(reads, columns, seed), reads, columns))
         wrong = sorted(op for op in want.keys() | counts.keys() if counts.get(op, 0) != want.get(op, 0))
@@ -91,7 +91,11 @@ def smoothed_ce_gradients(learner, ctx) -> None:
 
 
 def _profile_case(ctx) -> Expected:
-    return live(Case("profile size", ctx.profile.loss_batch, ctx.profile.loss_classes, seed=ctx.secret_seed % 1000))
+    return live(
+        Case(
+            "profile size", ctx.profile.loss_batch, ctx.profile.loss_classes, seed=ctx.seed("ex01.profile case") % 1000
+        )
+    )
 
 
 @check("ex01.smoothed_ce.no_host_traffic", kind="structure", points=2, needs=("SmoothedCE",))
@@ -135,7 +139,7 @@ def _speed(learner, ctx, check_id: str, label: str, compiled: bool) -> Measured:
         return out
 
     def make_args(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        logits, target, _ = sample_inputs(p.loss_batch, p.loss_classes, ctx.secret_seed + 7919 * (i + 2))
+        logits, target, _ = sample_inputs(p.loss_batch, p.loss_classes, ctx.seed("ex01.speed inputs", i))
         return logits.detach(), target
 
     def verify(out: torch.Tensor, args: tuple) -> None:
@@ -240,7 +244,7 @@ def _tiny_training(ctx, seed: int) -> tuple[dict[str, torch.Tensor], list[tuple[
     """The judge's starting weights and batches (CPU)."""
     torch.manual_seed(seed)
     model = ToyConvNet(image_size=16, num_classes=10)
-    gen = torch.Generator().manual_seed(ctx.secret_seed)
+    gen = torch.Generator().manual_seed(ctx.seed("ex01.training batches"))
     batches = [(torch.randn(8, 3, 16, 16, generator=gen), torch.randint(0, 10, (8,), generator=gen)) for _ in range(3)]
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, batches
 
@@ -256,7 +260,9 @@ def _class_weights(ctx, seed: int) -> torch.Tensor:
     """Class weights (0.14-7.4, log-uniform) for a weighted cross-entropy: its micro-batches' normalisers differ,
     so one backward over the whole batch does not give the accumulated update (over 20 seeds its parameters after
     three steps differed from the accumulated ones by at least 64 times the tolerance)."""
-    return torch.exp(torch.rand(10, generator=torch.Generator().manual_seed(ctx.secret_seed + seed)) * 4 - 2)
+    return torch.exp(
+        torch.rand(10, generator=torch.Generator().manual_seed(ctx.seed("ex01.class weights", seed))) * 4 - 2
+    )
 
 
 @check("ex01.train_step.update", kind="correctness", points=2, needs=("train_step",))

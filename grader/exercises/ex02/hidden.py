@@ -17,12 +17,12 @@ from grader.speed import compare_checked
 
 def hidden_cases(ctx) -> list[Case]:
     """Batches the learner never sees."""
-    rng = random.Random(ctx.secret_seed)
+    rng = random.Random(ctx.seed("ex02.hidden cases"))
     return [
         Case(
             "secret seed",
             rng.randint(2, 400),
-            seed=ctx.secret_seed,
+            seed=ctx.seed("ex02.hidden case inputs"),
             scale=rng.choice([0.5, 1.0, 25.0]),
             padding=rng.choice([0.0, 0.3]),
         )
@@ -127,7 +127,7 @@ def scorer_speed(learner, ctx) -> Measured:
         return out
 
     def make_args(i: int) -> tuple[torch.Tensor]:
-        return (sample_rows(p.batch_size, IN_FEATURES, ctx.secret_seed + 31 * (i + 3)),)
+        return (sample_rows(p.batch_size, IN_FEATURES, ctx.seed("ex02.speed inputs", i)),)
 
     def verify(out: torch.Tensor, args: tuple) -> None:
         with torch.no_grad():

@@ -35,7 +35,7 @@ def loss_bf16(learner, ctx) -> None:
     settings = [(TEMPERATURE, ALPHA), (2.0, 0.8)]
     sets = []
     for i in range(len(settings)):
-        s, t, y = logits(64, 100, seed=ctx.secret_seed + i)
+        s, t, y = logits(64, 100, seed=ctx.seed("ex03.bf16 logits", i))
         sets.append((s.bfloat16(), t.bfloat16(), y))
     losses = ask_losses(learner, settings, sets, bf16=True)
     for i, ((temperature, alpha), (s, t, y)) in enumerate(zip(settings, sets)):
@@ -64,10 +64,10 @@ def _steps(ctx, name: str, seeds: list[int]) -> dict[str, torch.Tensor]:
 def step_training(learner, ctx) -> None:
     """Steps of the compiled train step follow the grader's eager ones; the teacher never changes;
     the extracted student is the trained one and runs on its own."""
-    seed = ctx.secret_seed % 1000
+    seed = ctx.seed("ex03.training weights") % 1000
     steps = ctx.profile.steps
-    seeds = [ctx.secret_seed + i for i in range(steps)]
-    check_images, check_labels = batch(ctx.profile, seed=ctx.secret_seed + 99)
+    seeds = [ctx.seed("ex03.training batches", i) for i in range(steps)]
+    check_images, check_labels = batch(ctx.profile, seed=ctx.seed("ex03.student check batch"))
     got = learner.ask(
         "ex03.train",
         {"seed": seed, "steps": steps},
@@ -120,8 +120,8 @@ def step_training(learner, ctx) -> None:
 
 
 def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int]:
-    seeds = [ctx.secret_seed + 50 + i for i in range(2)]
-    stance = [ctx.secret_seed + 60 + i for i in range(stance_steps)]
+    seeds = [ctx.seed("ex03.frames batches", i) for i in range(2)]
+    stance = [ctx.seed("ex03.stance batches", i) for i in range(stance_steps)]
     steps = _steps(ctx, "step", seeds)
     got = learner.ask(
         "ex03.frames", {"seed": 0, "stance_steps": stance_steps}, {**steps, **_steps(ctx, "stance", stance)}
@@ -196,7 +196,7 @@ def step_no_recompile(learner, ctx) -> Measured:
 def step_speed(learner, ctx) -> Measured:
     """The compiled train step beats the grader's eager distillation step by the device's threshold."""
     p = ctx.profile
-    warm = [ctx.secret_seed + 70 + i for i in range(2)]
+    warm = [ctx.seed("ex03.warm-up batches", i) for i in range(2)]
     staged = learner.ask("ex03.timed_step", {"seed": 3, "handle": "step"}, _steps(ctx, "warm", warm))
     expect_linears(
         staged.value("linears", int),
@@ -216,7 +216,7 @@ def step_speed(learner, ctx) -> Measured:
         baseline(*batch(p, seed=seed))
 
     def make_args(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        images, labels = batch(p, seed=ctx.secret_seed + 97 * (i + 3))
+        images, labels = batch(p, seed=ctx.seed("ex03.speed batches", i))
         return images.cpu(), labels.cpu()
 
     def verify(out: torch.Tensor, args: tuple) -> None:

@@ -41,7 +41,7 @@ def hidden_stream(ctx, trial: int | None = None) -> dict[str, list[torch.Tensor]
     """The secret stream of batches; each timed trial gets its own (``trial``), so no trial can answer from
     outputs remembered from another."""
     rows = STREAM_ROWS
-    seed = ctx.secret_seed if trial is None else ctx.secret_seed + 7919 * (trial + 1)
+    seed = ctx.seed("ex04.stream", 0 if trial is None else trial + 1)
     lengths = length_stream(STREAM_BATCHES, seed)
     return {f"stream{i:02d}": batch_of(n, rows, seed + i) for i, n in enumerate(lengths)}
 
@@ -150,7 +150,7 @@ def stream_speed(learner, ctx) -> Measured:
     def baseline(stream: dict[str, list[torch.Tensor]]) -> None:
         static_stream(device_model, list(stream.values()), ctx.device)
 
-    picker = random.Random(ctx.secret_seed + 404)  # which batches are checked: drawn after each answer
+    picker = random.Random(ctx.seed("ex04.checked batches"))  # which batches are checked: drawn after each answer
     ratios, baseline_times, candidate_times = [], [], []
     with same_cores(learner, ctx.profile.threads) as cores:  # both sides on the same cores
         for trial in range(STREAM_TRIALS):

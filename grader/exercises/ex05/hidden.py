@@ -30,13 +30,13 @@ DECOMPOSITION = "aot_eager_decomp_partition"
 
 def drawn(ctx) -> tuple[list[str], list[str]]:
     """Three decomposed and three lowered operators, drawn with the secret seed."""
-    rng = random.Random(ctx.secret_seed)
+    rng = random.Random(ctx.seed("ex05.drawn operators"))
     return rng.sample(sorted(DECOMPOSED), 3), rng.sample(sorted(LOWERED), 3)
 
 
 def drawn_backward(ctx) -> str:
     """One backward operator (a key of ``BACKWARD``), drawn with the secret seed."""
-    return random.Random(ctx.secret_seed + 1).choice(sorted(BACKWARD))
+    return random.Random(ctx.seed("ex05.drawn backward")).choice(sorted(BACKWARD))
 
 
 def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str | None, bool]]:
@@ -52,7 +52,7 @@ def hidden_cases(ctx, which: str) -> list[tuple[str, str, tuple[Bug, ...], str |
     ``op``; every third case is clean) cannot stand in for running the ladder (red team, session 19: such a rule
     took all 7 hidden points)."""
     (d1, d2, d3), (l1, l2, l3) = drawn(ctx)
-    rng = random.Random(f"{ctx.secret_seed}/{which}")
+    rng = random.Random(ctx.seed(f"ex05.{which} cases"))
 
     def case(broken: str, other: str, kind: str, grad: bool = False, bug_op: str | None = None):
         bugs = (Bug(kind, bug_op or broken),) if kind else ()
@@ -94,7 +94,7 @@ def ladder_hidden(learner, ctx) -> None:
     """first_failing_backend finds the first failing rung for bugs planted in other operators, and none where
     nothing is broken."""
     for i, (op, decoy, bugs, expected, _) in enumerate(hidden_cases(ctx, "ladder")):
-        subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.secret_seed % 1000 + i}
+        subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.seed("ex05.ladder models", i) % 1000}
         expect_backend(learner, subject, bugs, expected, case_name(op, decoy, bugs))
 
 
@@ -103,7 +103,7 @@ def ladder_inference_mode(learner, ctx) -> None:
     """first_failing_backend reports aot_eager for a real failure: a frozen teacher under torch.inference_mode()
     inside a training graph (and nothing for the same model under torch.no_grad())."""
     for mode, expected in (("no_grad", None), ("inference_mode", "aot_eager")):
-        subject = {"model": "distiller", "mode": mode, "seed": ctx.secret_seed % 1000}
+        subject = {"model": "distiller", "mode": mode, "seed": ctx.seed("ex05.distiller model") % 1000}
         expect_backend(learner, subject, (), expected, f"a student/teacher loss with the teacher under torch.{mode}()")
 
 
@@ -112,7 +112,13 @@ def culprit_hidden(learner, ctx) -> None:
     """find_culprit names backend, subsystem and operator for bugs planted in operators the notebook never
     shows, one of them in a backward, and None where nothing is broken (in a training graph too)."""
     for i, (op, decoy, bugs, backend, grad) in enumerate(hidden_cases(ctx, "culprit")):
-        subject = {"model": "probe", "op": op, "decoy": decoy, "seed": ctx.secret_seed % 1000 + 10 + i, "grad": grad}
+        subject = {
+            "model": "probe",
+            "op": op,
+            "decoy": decoy,
+            "seed": ctx.seed("ex05.culprit models", i) % 1000,
+            "grad": grad,
+        }
         subsystem = {DECOMPOSITION: "decomposition", "inductor": "lowerings"}.get(backend)
         expected = (backend, subsystem, bugs[0].op) if bugs else None
         expect_culprit(learner, subject, bugs, expected, case_name(op, decoy, bugs, grad))
@@ -122,7 +128,7 @@ def culprit_hidden(learner, ctx) -> None:
 def fix_edge(learner, ctx) -> None:
     """FixedGatedMLP matches GatedMLP in float64 and on saturating inputs, eagerly and compiled under the bugs, and
     eagerly at exact break points (a gate input of exactly 0, for one)."""
-    seed = ctx.secret_seed % 1000 + 20
+    seed = ctx.seed("ex05.fix edge inputs") % 1000
     hint = (
         "Both rewritten operations must equal the originals everywhere: check very negative, near-zero and "
         "very positive inputs (a piecewise function has a value on each piece). " + FIX_HINT

@@ -33,14 +33,14 @@ TIMING_TRIALS = 3
 def regional_other_model(learner, ctx) -> None:
     """compile_blocks works on another arrangement and width of the two kinds of block: same values, one
     shared graph per kind."""
-    seed = ctx.secret_seed % 1000
+    seed = ctx.seed("ex06.other model") % 1000
     expect_regional_values(learner, ctx, seed, OTHER_MODEL)
     expect_one_graph_per_kind(learner, ctx, seed + 1, OTHER_MODEL)
 
 
 def other_schedules(ctx) -> list[tuple[str, float, int]]:
     """Two schedules and learning rates the notebook never uses, drawn with the secret seed."""
-    rng = random.Random(ctx.secret_seed)
+    rng = random.Random(ctx.seed("ex06.other schedules"))
     return [
         (name, rng.choice((3e-4, 2e-3, 5e-3)), 6) for name in rng.sample(["CosineAnnealingLR", "LinearLR", "StepLR"], 2)
     ]

@@ -186,7 +186,7 @@ def optimizer_tensor_lr(learner, ctx) -> None:
     rate held in a tensor."""
     lrs = [LR, 3e-4]
     model = make_model(0, ctx.device, depth=STEP_DEPTH)
-    gen = torch.Generator().manual_seed(ctx.secret_seed)
+    gen = torch.Generator().manual_seed(ctx.seed("ex06.optimizer gradients"))
     grads = {name: torch.randn(p.shape, generator=gen) for name, p in model.named_parameters()}
     got = learner.ask("ex06.optimizer", {"lrs": lrs}, {f"grad.{n}": g for n, g in grads.items()})
     found = got.value("optimizers", list)
