@@ -118,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         profile = get_profile()
         ctx = Context.create(profile)
-        grade = grade_notebook(
-            notebook, ex, profile, ctx.secret, check_ids=ids, ctx=ctx, progress=not args.no_progress
-        )
+        grade = grade_notebook(notebook, ex, profile, ctx.secret, check_ids=ids, ctx=ctx, progress=not args.no_progress)
         report = build_report([grade], profile, ctx.describe_thresholds())
         print_table(report, console)
         skipped = [c.id for c in checks_for(ex) if c.id not in ids]

@@ -39,3 +39,15 @@ def test_a_course_config_that_fails_to_load_stops_nbgrader(tmp_path: Path) -> No
     (tmp_path / "nbgrader_config.py").write_text('raise ImportError("a broken course config")\n')
     with pytest.raises(SystemExit, match="a broken course config"):
         courses.nbgrader(tmp_path, "db", "student", "list", quiet=True)
+
+
+def test_nbgrader_runs_without_its_arguments_on_its_command_line(tmp_path: Path) -> None:
+    """A grading worker can read every process's ``/proc/<pid>/cmdline``: autograde's, which select students by id,
+    must not name them. nbgrader reads its arguments from stdin, and still runs them."""
+    args = ("autograde", "ex02", "--student=alice-privately", "--CourseDirectory.student_id_exclude=bob,carol")
+    cmd, stdin = courses.nbgrader_command(args)
+    shown = " ".join(cmd)
+    assert not any(name in shown for name in ("alice", "bob", "carol", "autograde")), shown
+    assert "alice-privately" in stdin
+    proc = courses.nbgrader(tmp_path, "--help-all", quiet=True)
+    assert "CourseDirectory.student_id_exclude" in proc.stdout, proc.stdout[-500:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -89,14 +90,35 @@ def course_env() -> dict[str, str]:
     return env
 
 
+# nbgrader's arguments travel on its standard input, not its command line: any process, a grading worker included,
+# can read every other's /proc/<pid>/cmdline, and autograde's name the students a process grades
+NBGRADER_FROM_STDIN = (
+    "import json, sys\n"
+    "sys.argv = ['nbgrader', *json.loads(sys.stdin.readline())]\n"
+    "from nbgrader.apps.nbgraderapp import main\n"
+    "main()\n"
+)
+
+
+def nbgrader_command(args: tuple[str, ...] | list[str]) -> tuple[list[str], str]:
+    """The command line that runs ``nbgrader ARGS`` (which names no argument) and what to write to its stdin."""
+    return [sys.executable, "-c", NBGRADER_FROM_STDIN], json.dumps(list(args)) + "\n"
+
+
 def nbgrader(
     course: Path, *args: str, quiet: bool = False, env: dict | None = None, timeout: float | None = None
 ) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in the course folder; raise with its output if it fails or outlasts ``timeout`` s."""
-    cmd = [sys.executable, "-m", "nbgrader", *args]
+    cmd, stdin = nbgrader_command(args)
     try:
         proc = subprocess.run(
-            cmd, cwd=course, env={**course_env(), **(env or {})}, text=True, capture_output=quiet, timeout=timeout
+            cmd,
+            input=stdin,
+            cwd=course,
+            env={**course_env(), **(env or {})},
+            text=True,
+            capture_output=quiet,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         raise SystemExit(f"`nbgrader {' '.join(args)}` took over {timeout:g} s and was stopped") from None
