@@ -26,7 +26,7 @@ def test_a_run_stopped_part_way_keeps_the_exercises_it_measured(tmp_path, monkey
 
     from grader import calibrate
 
-    def grade_notebook(notebook, exercise, profile, seed, check_ids, progress):
+    def grade_notebook(notebook, exercise, profile, secret, check_ids, progress):
         if exercise == "ex02":
             raise KeyboardInterrupt  # the call's time limit, during the second exercise
         return SimpleNamespace(results=[SimpleNamespace(id=cid, measured=90.0, message="") for cid in check_ids])
