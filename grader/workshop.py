@@ -78,7 +78,7 @@ def _save_state(state: dict) -> None:
 def progress_table(folder: Path, state: dict) -> Table:
     """One row per exercise: tasks written, last check's points and checks passed, and when."""
     table = Table(title="Your progress")
-    for col in ("exercise", "notebook", "tasks written", "last check", "checks passed", "checked"):
+    for col in ("exercise", "notebook", "tasks written", "points (last check)", "checks passed", "checked"):
         table.add_column(col)
     for ex, name in NOTEBOOKS.items():
         entry = state.get(ex)
