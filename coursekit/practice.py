@@ -63,6 +63,15 @@ class PracticeReport:
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
+    def __repr__(self) -> str:
+        """One line: ``practice`` has printed the report already, and a notebook shows what a cell's last line
+        returns (blind learner, session 38: the whole report twice)."""
+        syncs, host = sync_waits(self.syncs, self.device), host_copies(self.host_tensors)
+        return (
+            f"PracticeReport(graphs={self.graphs}, breaks={self.breaks}, recompiles={self.recompiles}, "
+            f"syncs={syncs}, host_built_tensors={host})"
+        )
+
 
 def _as_args(inputs: object) -> tuple:
     return inputs if isinstance(inputs, tuple) else (inputs,)

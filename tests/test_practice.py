@@ -25,6 +25,8 @@ def test_practice_counts_a_break_a_recompile_a_sync_and_a_host_built_tensor(caps
     assert report.syncs == {"aten::_local_scalar_dense": 1} and report.host_tensors == {"aten::lift_fresh": 1}
     printed = capsys.readouterr().out
     assert "graphs: 2, breaks: 1" in printed and "aten::lift_fresh x1" in printed
+    shown = repr(report)  # what a notebook shows below the printed report when practice(...) ends a cell
+    assert "\n" not in shown and "graphs=2, breaks=1" in shown and "syncs=1, host_built_tensors=1" in shown, shown
 
 
 def test_practice_finds_nothing_in_clean_code_and_runs_backward_when_asked() -> None:
