@@ -55,8 +55,9 @@ class Check:
 
     @property
     def title(self) -> str:
-        """First line of the check's docstring: what it verifies."""
-        return (self.fn.__doc__ or self.id).strip().splitlines()[0]
+        """The first paragraph of the check's docstring, on one line: what it verifies (its first line alone
+        stopped mid-sentence, as in "... of guarded properties (a tensor's": blind learner, session 38)."""
+        return summary(self.fn.__doc__) or self.id
 
 
 CHECKS: dict[str, Check] = {}
