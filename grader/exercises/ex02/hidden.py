@@ -58,7 +58,8 @@ def scorer_statistic(learner, ctx) -> None:
 
 @check("ex02.scorer.compiles_once", kind="structure", points=2, needs=("FixedScorer", "calibrate"))
 def scorer_compiles_once(learner, ctx) -> Measured:
-    """torch.compile(fullgraph=True) compiles FixedScorer exactly once for three batches, forward and backward."""
+    """torch.compile(fullgraph=True) compiles FixedScorer exactly once for three batches of one shape (other values),
+    forward and backward."""
     model = broken()
     rows = public_cases(ctx)[4].rows
     xs = [sample_rows(rows, IN_FEATURES, 50 + seed) for seed in range(3)]
