@@ -40,13 +40,19 @@ def test_an_unset_secret_is_long_and_a_short_one_is_warned_about(monkeypatch) ->
         Context.create()
 
 
-def test_no_check_reads_the_secret_itself() -> None:
-    """Every hidden input goes through ``ctx.seed(purpose, index)``; ``ctx.secret`` plus an offset would bring
-    back the hole."""
-    readers = [
-        f"{path.relative_to(CHECKS)}:{n}"
-        for path in sorted(CHECKS.rglob("*.py"))
+def _secret_readers(root: Path) -> list[str]:
+    return [
+        f"{path.relative_to(root)}:{n}"
+        for path in sorted(root.rglob("*.py"))
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if re.search(r"\.secret\b|secret_seed", line)
     ]
+
+
+def test_no_check_reads_the_secret_itself(tmp_path: Path) -> None:
+    """Every hidden input goes through ``ctx.seed(purpose, index)``; ``ctx.secret`` plus an offset would bring
+    back the hole. The scan finds session 37's lines, and one that reads the new secret."""
+    (tmp_path / "old.py").write_text("rng = random.Random(ctx.secret_seed + 1)\nseed = hash(ctx.secret) % 1000\n")
+    assert _secret_readers(tmp_path) == ["old.py:1", "old.py:2"]
+    readers = _secret_readers(CHECKS)
     assert not readers, f"these lines read the grader's secret directly: use ctx.seed(purpose, index): {readers}"

@@ -193,3 +193,23 @@ def test_a_report_of_several_exercises_sums_each_one(tmp_path) -> None:
     out = io.StringIO()
     print_table(one, Console(file=out, width=200))
     assert "by exercise" not in out.getvalue()
+
+
+def test_a_checks_title_is_its_whole_first_sentence_not_a_wrapped_line() -> None:
+    """Blind learner, session 38: titles were the docstring's first line, which stopped mid-sentence ("... of
+    guarded properties (a tensor's") in run_check's FAIL line, lesson 0's table and feedback."""
+    from grader.registry import Check, load_all
+
+    def wrapped(learner, ctx) -> None:
+        """Counts one compile per new combination of guarded properties (a tensor's
+        shape, dtype), after each call.
+
+        Details that stay out of the title."""
+
+    check = Check("ex99.title.wrapped", "ex99", "structure", 1, True, (), wrapped)
+    assert (
+        check.title
+        == "Counts one compile per new combination of guarded properties (a tensor's shape, dtype), after each call."
+    )
+    cut = [(c.id, c.title) for c in load_all().values() if c.title.count("(") != c.title.count(")") or "\n" in c.title]
+    assert not cut, f"titles cut mid-sentence: {cut}"
