@@ -12,6 +12,7 @@ import coursekit.profile  # noqa: F401
 import coursekit.traffic  # noqa: F401
 import grader.loader  # noqa: F401
 import grader.notebook  # noqa: F401
+import grader.numerics  # noqa: F401
 import grader.probing  # noqa: F401
 import grader.protocol  # noqa: F401
 import grader.sandbox  # noqa: F401

@@ -49,6 +49,10 @@ SUSPICIOUS_CALLS = {
     ("os", "kill"): "signals processes",
     ("cuda", "Stream"): "runs work on a side stream, outside the timed stream",
     ("cuda", "stream"): "runs work on a side stream, outside the timed stream",
+    ("torch", "set_float32_matmul_precision"): (
+        "trades float32 accuracy for speed (TF32 or bfloat16 matmuls); the grader sets it back before every check "
+        "and fails one after which it changed, but not a switch turned on and off inside one call"
+    ),
 }
 SECRET_STRINGS = ("grader/", "solutions/", "thresholds.toml", "GRADER_SECRET_SEED", "secret_seed")
 

@@ -117,7 +117,7 @@ def serve(conn: Connection, config: dict) -> None:
     sandbox.enter(policy, report)  # raises SandboxError: the judge sees the process die and says why
 
     from coursekit.profile import apply_threads, get_profile
-    from grader import probing
+    from grader import numerics, probing
     from grader.loader import load_cells
     from grader.protocol import ProtocolError, pack, recv_frame, send_frame, unpack
 
@@ -128,6 +128,7 @@ def serve(conn: Connection, config: dict) -> None:
     inductor_config.compile_threads = 1  # the fork server read its own environment; compile in-process here
     state: dict = {}
     namespace: dict = {}
+    pinned = numerics.settings()  # torch's defaults: no learner code has run yet
 
     fd = conn.fileno()
 
@@ -149,6 +150,8 @@ def serve(conn: Connection, config: dict) -> None:
         if header.get("op") == "load":
             loaded = load_cells(header["cells"])
             namespace = loaded.namespace
+            if moved := numerics.changes(pinned):
+                loaded.problems.append(numerics.at_load(moved))
             send_frame(fd, pack({"id": rid, "ok": True, "values": {"problems": loaded.problems}}))
             continue
         needs = header.get("needs")
@@ -162,11 +165,15 @@ def serve(conn: Connection, config: dict) -> None:
                 ),
             )
             continue
+        numerics.restore(pinned)  # what loading or an earlier probe changed does not carry into this one
         try:
             reply = probing.run(header["probe"], call)
         except Exception as exc:  # noqa: BLE001 - learner code may raise anything: report it
             answer(rid, error=exc)
         else:
+            if moved := numerics.changes(pinned):
+                answer(rid, error=probing.Failure(numerics.message(moved)))
+                continue
             try:
                 answer(rid, reply)
             except Exception as exc:  # noqa: BLE001 - an answer that cannot be encoded is the learner's failure

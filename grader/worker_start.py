@@ -81,6 +81,7 @@ def _worker_modules() -> list[Path]:
             "probing.py",
             "notebook.py",
             "numbers.py",
+            "numerics.py",
             "quiet.py",
             "preload.py",
         )

@@ -741,6 +741,17 @@ CHEATS: dict[str, Attack] = {
         {VALUES: "pass", SPEED: "pass", COMPILED_SPEED: "pass"},
         cells=(HELPER_ON_ANOTHER_CORE,),
     ),
+    "switches float32 matmuls to TF32 / bfloat16 inside the loss (session 39)": Attack(
+        "solution",
+        {VALUES: "float32 precision settings", SPEED: "float32 precision settings"},
+        edits={RETURN: "        torch.set_float32_matmul_precision('medium')\n" + RETURN},
+    ),
+    "switches float32 matmuls to TF32 / bfloat16 when the notebook loads (session 39)": Attack(
+        "solution",
+        {VALUES: "pass"},  # set back before every check, and said so
+        cells=("import torch\n\nPRECISION = torch.set_float32_matmul_precision('medium')\n",),
+        problem="float32 precision settings",
+    ),
     "patches the timer": Attack(
         "naive",
         {VALUES: "pass", SPEED: "too slow"},

@@ -27,6 +27,7 @@ PUBLIC_GRADER = (
     "machine_lock.py",
     "notebook.py",
     "numbers.py",
+    "numerics.py",
     "preload.py",
     "probing.py",
     "protocol.py",

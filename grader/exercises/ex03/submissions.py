@@ -44,6 +44,17 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # against 1.05x before the timed steps' compiled work was counted (red team, session 37)
         {"ex03.step.speed"},
     ),
+    "TF32 / bfloat16 matmuls switched on in make_train_step": (
+        {
+            "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n": (
+                "    torch.set_float32_matmul_precision('high')\n"
+                "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n"
+            ),
+        },
+        # on a GPU, TF32 would speed up the step's matmuls beside the grader's float32 baseline; on the CPU, 'medium'
+        # passed every value check (session 39): the worker sets the switches back and fails the probe that moved them
+        {"ex03.step.training", "ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
+    ),
     "KL averaged over the classes too (reduction='mean')": (
         {'            reduction="batchmean",': '            reduction="mean",'},
         # the timed step trains in lockstep with the grader's, so a step that computes another loss fails its speed
