@@ -27,6 +27,7 @@ import itertools
 import os
 import re
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +38,7 @@ ENV = "GRADER_CGROUPS"
 PREFIX = "tcip-worker-"
 PIDS_MARGIN = 64  # pids.max over the polled task cap: the poll still names a bomb; the kernel stops its growth
 FREEZE_WAIT_S = 2.0
+UNCONFIRMED: set[Path] = set()  # groups whose freeze the kernel did not confirm in time (``Group.freeze``)
 
 _counter = itertools.count(1)
 _why_not = ""  # why the last try to create a group failed (the first failure ends the tries)
@@ -131,7 +133,11 @@ class Group:
         return None
 
     def freeze(self) -> bool:
-        """Freeze the group; True once the kernel says every process in it is frozen (within ``FREEZE_WAIT_S``)."""
+        """Freeze the group; True once the kernel says every process in it is frozen (within ``FREEZE_WAIT_S``). A
+        group whose freeze was once not confirmed in time is not asked again (the caller stops it with ``SIGSTOP``),
+        so one slow freeze costs ``FREEZE_WAIT_S`` once, not at every freeze, and says so on the judge's stderr."""
+        if self.main in UNCONFIRMED:
+            return False
         try:
             (self.main / "cgroup.freeze").write_text("1")
         except OSError:
@@ -139,6 +145,13 @@ class Group:
         deadline = time.monotonic() + FREEZE_WAIT_S
         while self._event("frozen") != "1":
             if time.monotonic() > deadline:
+                UNCONFIRMED.add(self.main)
+                print(
+                    f"grader: the kernel did not confirm the freeze of {self.main.name} within {FREEZE_WAIT_S:g} s; "
+                    "its processes are stopped with SIGSTOP from now on",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return False
             time.sleep(0.0002)
         return True

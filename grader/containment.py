@@ -119,6 +119,7 @@ def _signal_all(procs: list[psutil.Process], sig: int) -> None:
 # process which resumes itself cannot start a helper that burns and ends before the freeze does unseen
 FREEZE_SLACK_NS = 100_000
 STOP_PASSES = 50  # passes of SIGSTOP over the tree; an honest tree needs one or two (a stopped process forks nothing)
+STOP_WAIT_S = 2.0  # how long every thread of a stopped process may take to stop (a system call ends first)
 
 
 class FreezeBroken(Exception):
@@ -207,17 +208,25 @@ def _kill_trees_of(culprits: set[int], worker_pids: set[int], done: dict[int, ps
                 _signal_all([p for p in tree if _sandboxed(p.pid)], signal.SIGKILL)
 
 
+def _running_threads(pid: int) -> list[str]:
+    """The threads of ``pid`` not (yet) stopped, each as ``name (tid, state)``; none once the process is gone."""
+    found = []
+    for tid in _threads_of(pid):
+        try:
+            stat_line = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            name = stat_line[stat_line.index("(") + 1 : stat_line.rindex(")")]
+            state = stat_line[stat_line.rindex(")") + 1 :].split()[0]
+        except (OSError, IndexError, ValueError):
+            continue
+        if state not in ("T", "t", "Z", "X"):
+            found.append(f"{name} ({tid}, {state})")
+    return found
+
+
 def _all_threads_stopped(pid: int) -> bool:
     """True once every thread of ``pid`` is stopped or has exited (or the process is gone): a thread still inside a
     system call stops only when it leaves it, and until then its CPU time would count as learner code running."""
-    for tid in _threads_of(pid):
-        try:
-            state = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("T", "t", "Z", "X"):
-            return False
-    return True
+    return not _running_threads(pid)
 
 
 @contextlib.contextmanager
@@ -251,10 +260,17 @@ def stopped(worker_pids: set[int], sandboxed_only: bool = False) -> Iterator[int
             done.update({p.pid: p for p in new})
         else:
             outran = {p.pid for p in new}
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + STOP_WAIT_S
         for proc in signalled:  # wait until every thread has really stopped (the signal is delivered asynchronously)
             while not _all_threads_stopped(proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.0005)
+            if time.monotonic() >= deadline and (running := _running_threads(proc.pid)):
+                print(  # a thread in an uninterruptible wait (a driver's, say): every freeze costs STOP_WAIT_S
+                    f"grader: {len(running)} thread(s) of process {proc.pid} still running {STOP_WAIT_S:g} s after "
+                    f"SIGSTOP: {', '.join(running[:5])}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         before = {pid: None if gone(pid) else cpu_ns(pid) for pid in done}  # a zombie's reaping is no run
         cpu_before = {group: group.cpu_ns() for group, ok in groups.items() if ok}
         broken = None

@@ -208,3 +208,34 @@ def test_switched_off_it_makes_no_group(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(cgroups.ENV, "off")
     assert cgroups.create(8) is None and cgroups.of(os.getpid()) is None
     assert "switched off" in cgroups.describe()
+
+
+def test_a_freeze_the_kernel_does_not_confirm_is_not_asked_again(tmp_path, monkeypatch, capsys) -> None:
+    """A group whose ``frozen`` event never comes (a thread in an uninterruptible wait, say) costs the wait once,
+    says so on stderr, and is stopped with SIGSTOP from then on (a review, session 39: on a GPU every freeze of the
+    15-60 a speed check makes would otherwise wait the full time, silently)."""
+    monkeypatch.setattr(cgroups, "FREEZE_WAIT_S", 0.01)
+    monkeypatch.setattr(cgroups, "UNCONFIRMED", set())
+    (tmp_path / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    group = cgroups.Group(tmp_path)
+    assert group.freeze() is False
+    assert (tmp_path / "cgroup.freeze").read_text() == "1"
+    assert "did not confirm the freeze" in capsys.readouterr().err
+    (tmp_path / "cgroup.freeze").write_text("0")
+    assert group.freeze() is False and (tmp_path / "cgroup.freeze").read_text() == "0"  # not asked again
+
+
+def test_running_threads_names_what_a_stop_still_waits_for() -> None:
+    """``containment._running_threads`` lists a running process's threads by name and state, and none once stopped."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        assert any(", R)" in t or ", S)" in t for t in containment._running_threads(proc.pid))
+        proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 2
+        while containment._running_threads(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert containment._running_threads(proc.pid) == []
+    finally:
+        proc.kill()
+        proc.wait()

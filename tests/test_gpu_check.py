@@ -9,7 +9,10 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from coursekit.lessons import lessons
+from grader import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,3 +97,26 @@ def test_calibrate_resumes_with_the_checks_it_has_not_measured(tmp_path: Path, m
     assert argv[argv.index("--out") + 1] == str(folder)
     only = set(argv[argv.index("--only") + 1].split(","))
     assert "ex01.compiled.speed" not in only and {"ex02.scorer.speed", "ex06.regional.compile_time"} <= only
+
+
+@pytest.mark.skipif(not sandbox.probe().active, reason="no sandbox here")
+def test_sandbox_cuda_trials_differ_in_what_they_refuse() -> None:
+    """Each trial of ``tools.sandbox_cuda`` applies what its name says (a review, session 39, found trials that
+    applied the same filter): UNIX datagram sockets refused by ``seccomp`` alone, and an allowed call allowed."""
+    import socket
+
+    from tools import sandbox_cuda
+
+    def stages(_scratch):
+        return [
+            ("datagram", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close()),
+            ("affinity", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+        ]
+
+    names = {name for name, _ in sandbox_cuda.trials(ladder=False)}
+    assert {"worker", "seccomp-dgram", "seccomp"} <= names
+    assert sandbox_cuda.trial({"seccomp"}, stages)["failed"] == "datagram"
+    assert sandbox_cuda.trial({"seccomp", "datagrams"}, stages)["failed"] == "affinity"
+    gpu = any(Path("/dev").glob("nvidia*"))  # a worker whose policy opens a GPU keeps datagrams (grader.sandbox.enter)
+    assert sandbox_cuda.trial({"env", "worker"}, stages)["failed"] == ("affinity" if gpu else "datagram")
+    assert sandbox_cuda.trial({"seccomp", "datagrams", "allow:sched_setaffinity"}, stages)["ok"]

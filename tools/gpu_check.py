@@ -71,7 +71,8 @@ def all_steps(out: Path) -> list[Step]:
         if nb.is_file():
             argv = (py, "-m", "grader", str(nb), "--report", str(out / "grades" / f"{lesson.id}.json"), "--no-progress")
             found.append(Step(f"grade-{lesson.id}", argv, f"grade the reference solution {nb.name}"))
-    found.append(Step("sandbox", (py, "-m", "tools.sandbox_cuda"), "which sandbox layers let CUDA start"))
+    sandbox_step = (py, "-m", "tools.sandbox_cuda")
+    found.append(Step("sandbox", sandbox_step, "which sandbox layers let CUDA, cuBLAS, Triton and NVRTC work"))
     for lesson in lessons():
         nb = ROOT / "notebooks" / lesson.notebook
         argv = (py, "-m", me, "execute", str(nb), str(out / "notebooks"))

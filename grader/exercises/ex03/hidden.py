@@ -119,7 +119,7 @@ def step_training(learner, ctx) -> None:
     )
 
 
-def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int]:
+def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int, int]:
     seeds = [ctx.seed("ex03.frames batches", i) for i in range(2)]
     stance = [ctx.seed("ex03.stance batches", i) for i in range(stance_steps)]
     steps = _steps(ctx, "step", seeds)
@@ -139,13 +139,18 @@ def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int]:
         rtol=1e-4,
         atol=1e-6,
     )
-    return got.value("frames", int), got.text("recompiled", optional=True, limit=400), got.value("linears", int)
+    return (
+        got.value("frames", int),
+        got.text("recompiled", optional=True, limit=400),
+        got.value("linears", int),
+        got.value("stance_linears", int),
+    )
 
 
 @check("ex03.step.no_graph_breaks", kind="structure", points=2, needs=("make_train_step", "Distiller", "DistillLoss"))
 def step_no_graph_breaks(learner, ctx) -> Measured:
     """The compiled step captures student, teacher and loss in exactly one graph."""
-    frames, _, linears = _frames(learner, ctx, 0)
+    frames, _, linears, _ = _frames(learner, ctx, 0)
     if frames == 0:
         raise Shortfall(
             "nothing was compiled with the backend make_train_step received: pass it on, "
@@ -173,8 +178,16 @@ def step_no_graph_breaks(learner, ctx) -> Measured:
 
 @check("ex03.step.no_recompile", kind="structure", points=2, needs=("make_train_step", "Distiller", "DistillLoss"))
 def step_no_recompile(learner, ctx) -> Measured:
-    """After two warm-up steps, torch.compiler.set_stance('fail_on_recompile') holds over fresh batches."""
-    _, recompiled, _ = _frames(learner, ctx, ctx.profile.steps)
+    """After two warm-up steps, torch.compiler.set_stance('fail_on_recompile') holds over fresh batches, each step
+    running the compiled graph."""
+    frames, recompiled, _, stance_linears = _frames(learner, ctx, ctx.profile.steps)
+    if frames == 0:  # a step that compiles nothing has nothing to recompile (red team, session 39)
+        raise Shortfall(
+            "nothing was compiled with the backend make_train_step received, so there was nothing to recompile: "
+            "compile the Distiller with it, torch.compile(distiller, backend=backend)",
+            measured=0,
+            required=1,
+        )
     if recompiled:
         hint = (
             INFERENCE_HINT
@@ -188,6 +201,15 @@ def step_no_recompile(learner, ctx) -> Measured:
             f"a step recompiled after warm-up: {recompiled.removesuffix(' [inference]')}. {hint}",
             measured=1,
             required=0,
+        )
+    want = linear_layers(*given_models(ctx, 0)) * ctx.profile.steps
+    if stance_linears < want:  # eager steps, or a fallback to eager, recompile nothing either
+        raise Shortfall(
+            f"the {ctx.profile.steps} steps after warm-up ran {stance_linears} of their {want} linear layers in "
+            "compiled graphs: part of the step ran eagerly (a stance of your own, such as eager_on_recompile, or "
+            "a recompile that fell back to eager). Every step must run the one compiled graph.",
+            measured=stance_linears,
+            required=want,
         )
     return Measured(0, 0, f"no recompiles over {ctx.profile.steps} steps after warm-up")
 

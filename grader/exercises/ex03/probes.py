@@ -194,15 +194,16 @@ def train(call: Call) -> Reply:
 @probe("ex03.frames")
 def frames(call: Call) -> Reply:
     """Frames the step compiles over two steps with a counting backend; then, after them, whether more steps
-    recompile under ``set_stance("fail_on_recompile")``."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
+    recompile under ``set_stance("fail_on_recompile")``: a refused recompile, or a graph compiled all the same (code
+    that sets its own stance inside the step), and the linear layers the graphs those steps ran hold
+    (``stance_linears``: a step that runs eagerly, or falls back to eager, shows there; red team, session 39)."""
     model, _, _ = parts(call)
     torch.compiler.reset()
-    counter = CompileCounterWithBackend("inductor")
+    counter = graph_runs("inductor", detail=False)
     step = compiled_step(call, model.train(), backend=counter)
     losses = [run_step(step, *images(call, f"step{i}"), f"step {i}") for i in range(2)]
-    recompiled = None
+    recompiled, frames, work = None, counter.frame_count, compiled_work(counter, linear_calls)
+    before = work()
     if call.arg("stance_steps"):
         try:
             with torch.compiler.set_stance("fail_on_recompile"):
@@ -211,9 +212,15 @@ def frames(call: Call) -> Reply:
         except Exception as exc:  # noqa: BLE001 - the stance raises a dynamo error naming the guard
             recompiled = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             recompiled += " [inference]" if "nference" in str(exc) else ""
+        if recompiled is None and counter.frame_count > frames:
+            recompiled = (
+                f"{counter.frame_count - frames} more graph(s) compiled under set_stance('fail_on_recompile'): "
+                "does your step set a stance of its own?"
+            )
     linears = sum(linear_calls(g) for g in counter.graphs)
     return Reply(
-        {"frames": counter.frame_count, "linears": linears, "recompiled": recompiled}, {"losses": torch.stack(losses)}
+        {"frames": frames, "linears": linears, "recompiled": recompiled, "stance_linears": work() - before},
+        {"losses": torch.stack(losses)},
     )
 
 

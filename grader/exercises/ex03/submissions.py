@@ -44,6 +44,25 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # against 1.05x before the timed steps' compiled work was counted (red team, session 37)
         {"ex03.step.speed"},
     ),
+    "the Distiller left eager (nothing compiled)": (
+        {"    compiled = torch.compile(distiller, backend=backend, fullgraph=True)": "    compiled = distiller"},
+        # no_recompile passed it (nothing compiled, nothing recompiled; red team, session 39): it now requires a
+        # compiled step and every step after warm-up to run the compiled graph
+        {"ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
+    ),
+    "a per-call recompile run under eager_on_recompile": (
+        {
+            "        student_logits = self.student(images)\n": (
+                "        self.calls = getattr(self, 'calls', 0) + 1\n        student_logits = self.student(images)\n"
+            ),
+            "        loss = compiled(images, labels)\n": (
+                "        with torch.compiler.set_stance('eager_on_recompile'):\n"
+                "            loss = compiled(images, labels)\n"
+            ),
+        },
+        # each step's recompile fell back to eager under the learner's own stance (red team, session 39)
+        {"ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
+    ),
     "TF32 / bfloat16 matmuls switched on in make_train_step": (
         {
             "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n": (

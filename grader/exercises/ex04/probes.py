@@ -109,13 +109,18 @@ def counted(call: Call) -> Reply:
     warm = [n for n in call.arg("rows") if n.startswith("warm")]
     stream = [n for n in call.arg("rows") if n.startswith("stream")]
     run_batches(call, compiled, warm)
-    recompiled, eager = None, []
+    recompiled, eager, warmed = None, [], counter.frame_count
     if call.arg("stance"):
         try:
             with torch.compiler.set_stance("fail_on_recompile"):
                 outs, eager = run_batches(call, compiled, stream, counter)
         except Failure as exc:
             recompiled, outs = str(exc)[:300], {}
+        if recompiled is None and counter.frame_count > warmed:  # a stance set inside the learner's code (red team,
+            recompiled = (  # session 39: set_stance("default") around the compiled call hid a recompile a batch)
+                f"{counter.frame_count - warmed} more graph(s) compiled under set_stance('fail_on_recompile'): does "
+                "your code set a stance of its own?"
+            )
     else:
         outs, eager = run_batches(call, compiled, stream, counter)
     linears = sum(linear_calls(g) for g in counter.graphs)

@@ -23,6 +23,22 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         },
         {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
     ),
+    "the call counter left in, run under a stance of its own": (
+        {
+            "        h = self.embed(tokens)\n        h = h + F.gelu": "        self.calls += 1\n"
+            "        h = self.embed(tokens) * min(1.0, self.calls)\n        h = h + F.gelu",
+            "    return torch.compile(model, backend=backend, dynamic=False)\n": (
+                "    compiled = torch.compile(model, backend=backend, dynamic=False)\n\n"
+                "    def run(*args, **kwargs):\n"
+                "        with torch.compiler.set_stance('default'):\n"
+                "            return compiled(*args, **kwargs)\n\n"
+                "    return run\n"
+            ),
+        },
+        # the learner's stance overrode the probe's fail_on_recompile: no_recompile_after_warmup passed a batch that
+        # recompiled every time (red team, session 39); graphs compiled under the probe's stance now count as recompiles
+        {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
+    ),
     "the tagger compiled for its first batch only": (
         {
             "    return torch.compile(model, backend=backend, dynamic=False)\n": (

@@ -343,7 +343,9 @@ def expect_update_compiled(got, steps: int, what: str) -> None:
     ran = [i + 1 for i in range(steps) if eager[i] or writes[i]]
     if ran:
         how = (
-            "torch's AdamW update ran outside any compile (optimizer.step() called eagerly)"
+            "torch's AdamW update ran outside any compile (optimizer.step() called eagerly; on a GPU also when "
+            "the optimizer's state was built by an eager step before the first compiled one, since Dynamo then "
+            "cannot make it capturable and AdamW falls back to eager)"
             if eager[ran[0] - 1]
             else "the model's parameters changed outside any compiled graph"
         )
