@@ -40,7 +40,7 @@ class LocalLearner:
         tensors: dict[str, torch.Tensor] | None = None,
         what: str = "this check",
     ) -> Answer:
-        from grader import numerics, probing
+        from grader import numerics, probing, stance
         from grader.interface import contract
 
         call = probing.Call(
@@ -52,11 +52,15 @@ class LocalLearner:
             None if self.needs is None else frozenset(self.needs),
         )
         before = numerics.settings()  # this kernel's own: the grade's worker starts every probe at torch's defaults
+        stance.restore(before_stance := stance.current())
         try:
             reply = probing.run(probe, call)
             if moved := numerics.changes(before):
                 numerics.restore(before)
                 raise probing.Failure(numerics.message(moved))
+            if moved := stance.changes(before_stance):
+                stance.restore(before_stance)
+                raise probing.Failure(stance.message(moved))
         except Exception as exc:  # noqa: BLE001 - the learner's failure, explained as the grader would
             error = probing.describe_error(exc)
             raise explain(error, contract(self.exercise, error.get("name")), self.problems, probe) from None

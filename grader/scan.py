@@ -49,6 +49,10 @@ SUSPICIOUS_CALLS = {
     ("os", "kill"): "signals processes",
     ("cuda", "Stream"): "runs work on a side stream, outside the timed stream",
     ("cuda", "stream"): "runs work on a side stream, outside the timed stream",
+    ("compiler", "set_stance"): (
+        "changes how every compiled function runs (skip_guard_eval_unsafe, force_backend); the grader sets the stance "
+        "each check needs and fails one whose counted calls ran under another"
+    ),
     ("torch", "set_float32_matmul_precision"): (
         "trades float32 accuracy for speed (TF32 or bfloat16 matmuls); the grader sets it back before every check "
         "and fails one after which it changed, but not a switch turned on and off inside one call"

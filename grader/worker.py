@@ -117,7 +117,7 @@ def serve(conn: Connection, config: dict) -> None:
     sandbox.enter(policy, report)  # raises SandboxError: the judge sees the process die and says why
 
     from coursekit.profile import apply_threads, get_profile
-    from grader import numerics, probing
+    from grader import numerics, probing, stance
     from grader.loader import load_cells
     from grader.protocol import ProtocolError, pack, recv_frame, send_frame, unpack
 
@@ -129,6 +129,7 @@ def serve(conn: Connection, config: dict) -> None:
     state: dict = {}
     namespace: dict = {}
     pinned = numerics.settings()  # torch's defaults: no learner code has run yet
+    pinned_stance = stance.current()
 
     fd = conn.fileno()
 
@@ -166,6 +167,7 @@ def serve(conn: Connection, config: dict) -> None:
             )
             continue
         numerics.restore(pinned)  # what loading or an earlier probe changed does not carry into this one
+        stance.restore(pinned_stance)
         try:
             reply = probing.run(header["probe"], call)
         except Exception as exc:  # noqa: BLE001 - learner code may raise anything: report it
@@ -173,6 +175,9 @@ def serve(conn: Connection, config: dict) -> None:
         else:
             if moved := numerics.changes(pinned):
                 answer(rid, error=probing.Failure(numerics.message(moved)))
+                continue
+            if moved := stance.changes(pinned_stance):
+                answer(rid, error=probing.Failure(stance.message(moved)))
                 continue
             try:
                 answer(rid, reply)

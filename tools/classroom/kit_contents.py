@@ -38,6 +38,7 @@ PUBLIC_GRADER = (
     "runner.py",
     "sandbox.py",
     "scan.py",
+    "stance.py",
     "test_submission.py",
     "worker.py",
     "worker_limits.py",

@@ -231,6 +231,15 @@ def compiled_single_graph(learner, ctx) -> Measured:
             measured=frames,
             required=1,
         )
+    loss_calls = seen.value("loss_calls", int)
+    if loss_calls < 3:
+        raise Shortfall(
+            f"only {loss_calls} of three batches ran a compiled graph that holds the loss; the others ran eagerly "
+            "(a recompile past the recompile limit falls back to eager, silently). Return torch.compile(loss, "
+            "backend=backend, fullgraph=True) and nothing around it.",
+            measured=loss_calls,
+            required=3,
+        )
     return Measured(1, 1, "one graph, compiled once")
 
 

@@ -143,9 +143,9 @@ def traffic(call: Call) -> Reply:
 @probe("ex01.graphs")
 def graphs(call: Call) -> Reply:
     """``torch._dynamo.explain`` on the learner's loss, then frames compiled by ``compile_loss`` over three batches
-    of the same shape (with the losses they computed)."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
+    of the same shape (with the losses they computed), and how many of those calls ran a graph that holds the loss
+    (``loss_calls``: a recompile that fell back to eager, under a low ``recompile_limit``, say, runs none; red team,
+    session 39)."""
     module = build_loss(call.but(compiled=False))
     torch.compiler.reset()
     info = learner_call(
@@ -155,13 +155,15 @@ def graphs(call: Call) -> Reply:
     )
     reasons = [short_reason(r) for r in info.break_reasons[:3]]  # with the learner's cell and line
     torch.compiler.reset()
-    counter = CompileCounterWithBackend("inductor")
+    counter = graph_runs("inductor", detail=False)
     compiled = build_loss(call.but(compiled=True, backend=counter, reset=False))
-    losses = []
+    losses, work, loss_calls = [], compiled_work(counter, lambda g: int(op_calls(g, LOSS_OPS) > 0)), 0
     for i in range(3):
+        before = work()
         result = learner_call(
             compiled, (call.input(f"logits{i}", grad=True), call.input(f"target{i}")), "the compiled loss"
         )
+        loss_calls += work() > before
         result.backward()
         losses.append(plain(result, "the compiled loss's result"))
     return Reply(
@@ -170,6 +172,7 @@ def graphs(call: Call) -> Reply:
             "break_count": break_count(info),
             "reasons": reasons,
             "frames": counter.frame_count,
+            "loss_calls": loss_calls,
         },
         {"losses": torch.stack(losses)},
     )

@@ -168,6 +168,45 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # compiled, the Python list becomes a constant of the graph: only the eager rung pays
         {"ex01.smoothed_ce.no_host_traffic"},
     ),
+    "the loss's guards skipped after its first call (a call counter left in)": (
+        {
+            "        self.ignore_index = ignore_index\n": (
+                "        self.ignore_index = ignore_index\n        self.stats = {}\n"
+            ),
+            "        logp = torch.log_softmax(logits, dim=-1)\n": (
+                "        self.stats['calls'] = self.stats.get('calls', 0) + 1\n"
+                "        logp = torch.log_softmax(logits, dim=-1)\n"
+            ),
+            "    return torch.compile(loss, backend=backend, fullgraph=True)": (
+                "    compiled, warm = torch.compile(loss, backend=backend, fullgraph=True), []\n"
+                "\n"
+                "    def run(logits, target):\n"
+                "        if not warm:  # the first call compiles\n"
+                "            warm.append(1)\n"
+                "            return compiled(logits, target)\n"
+                '        with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):\n'
+                "            return compiled(logits, target)\n"
+                "\n"
+                "    return run"
+            ),
+        },
+        # set_stance('default', skip_guard_eval_unsafe=True) reused one stale graph: single_graph and speed passed
+        # (red team, session 39)
+        {"ex01.compiled.single_graph", "ex01.compiled.speed"},
+    ),
+    "a call counter under recompile_limit=1": (
+        {
+            "        logp = torch.log_softmax(logits, dim=-1)\n": (
+                "        self.calls = getattr(self, 'calls', 0) + 1\n        logp = torch.log_softmax(logits, dim=-1)\n"
+            ),
+            "    return torch.compile(loss, backend=backend, fullgraph=True)": (
+                "    return torch.compile(loss, backend=backend, recompile_limit=1)"
+            ),
+        },
+        # past the limit Dynamo ran the loss eagerly and the frame count stayed 1: single_graph passed (red team,
+        # session 39)
+        {"ex01.compiled.single_graph", "ex01.compiled.speed"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):

@@ -133,12 +133,11 @@ def explain(call: Call) -> Reply:
 
 @probe("ex02.compiles")
 def compiles(call: Call) -> Reply:
-    """Frames ``torch.compile(fullgraph=True)`` compiles for three batches of one shape, forward and backward."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
+    """Frames ``torch.compile(fullgraph=True)`` compiles for three batches of one shape, forward and backward (each
+    call counted, so one run under a stance the learner's code set shows: ``grader.stance``)."""
     model = fixed_scorer(call)
     torch.compiler.reset()
-    counter = CompileCounterWithBackend("inductor")
+    counter = graph_runs("inductor", detail=False)
     compiled = torch.compile(model, backend=counter, fullgraph=True)
     outs = {}
     for i in range(3):

@@ -35,6 +35,35 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # hold the scorer's linear layers
         {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
     ),
+    "a batch counter, its guards skipped from inside the custom op": (
+        {
+            ("        ### BEGIN SOLUTION\n        h = self.encoder(x)\n"): (
+                "        ### BEGIN SOLUTION\n"
+                "        self.stats['batches'] = self.stats.get('batches', 0) + 1\n"
+                "        h = self.encoder(x)\n"
+            ),
+            '        self.register_buffer("mean_activation", torch.zeros(()))\n': (
+                '        self.register_buffer("mean_activation", torch.zeros(()))\n'
+                '        torch.compiler.set_stance("default")  # a new model warms up with guards on\n'
+            ),
+            "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n": (
+                '    torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)  # warmed '
+                "up: skip guards from now on\n"
+                "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n"
+            ),
+        },
+        # calibrate's body switched on set_stance(skip_guard_eval_unsafe=True): compiles_once and speed passed
+        # (red team, session 39); the stance it leaves behind now fails every check whose probe calls it
+        {
+            "ex02.calibrate.opcheck",
+            "ex02.scorer.compiles_once",
+            "ex02.scorer.gradients",
+            "ex02.scorer.no_breaks",
+            "ex02.scorer.outputs",
+            "ex02.scorer.speed",
+            "ex02.scorer.statistic",
+        },
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):

@@ -195,15 +195,20 @@ def train(call: Call) -> Reply:
 def frames(call: Call) -> Reply:
     """Frames the step compiles over two steps with a counting backend; then, after them, whether more steps
     recompile under ``set_stance("fail_on_recompile")``: a refused recompile, or a graph compiled all the same (code
-    that sets its own stance inside the step), and the linear layers the graphs those steps ran hold
-    (``stance_linears``: a step that runs eagerly, or falls back to eager, shows there; red team, session 39)."""
+    that sets its own stance inside the step), and the linear layers the compiled graphs ran in the busier warm-up
+    step (``warm_linears``) and in all the steps after (``stance_linears``): a step that runs eagerly after warm-up,
+    or falls back to eager, shows there (red team, session 39)."""
     model, _, _ = parts(call)
     torch.compiler.reset()
     counter = graph_runs("inductor", detail=False)
+    work = compiled_work(counter, linear_calls)
     step = compiled_step(call, model.train(), backend=counter)
-    losses = [run_step(step, *images(call, f"step{i}"), f"step {i}") for i in range(2)]
-    recompiled, frames, work = None, counter.frame_count, compiled_work(counter, linear_calls)
-    before = work()
+    losses, warm_linears = [], []
+    for i in range(2):
+        before = work()
+        losses.append(run_step(step, *images(call, f"step{i}"), f"step {i}"))
+        warm_linears.append(work() - before)
+    recompiled, frames, before = None, counter.frame_count, work()
     if call.arg("stance_steps"):
         try:
             with torch.compiler.set_stance("fail_on_recompile"):
@@ -219,7 +224,13 @@ def frames(call: Call) -> Reply:
             )
     linears = sum(linear_calls(g) for g in counter.graphs)
     return Reply(
-        {"frames": frames, "linears": linears, "recompiled": recompiled, "stance_linears": work() - before},
+        {
+            "frames": frames,
+            "linears": linears,
+            "recompiled": recompiled,
+            "warm_linears": max(warm_linears),
+            "stance_linears": work() - before,
+        },
         {"losses": torch.stack(losses)},
     )
 

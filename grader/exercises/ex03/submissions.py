@@ -41,8 +41,9 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
             ),
         },
         # the two steps the probe compiles with ran compiled, the timed ones eagerly with a fused optimizer: 1.10x
-        # against 1.05x before the timed steps' compiled work was counted (red team, session 37)
-        {"ex03.step.speed"},
+        # against 1.05x before the timed steps' compiled work was counted (red team, session 37); no_recompile sees
+        # the eager steps after warm-up since session 39
+        {"ex03.step.no_recompile", "ex03.step.speed"},
     ),
     "the Distiller left eager (nothing compiled)": (
         {"    compiled = torch.compile(distiller, backend=backend, fullgraph=True)": "    compiled = distiller"},
@@ -119,6 +120,29 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # one frame, so it had passed as "one graph for student + teacher + loss" (red team, session 19): the graph
         # must call the teacher's linear layers too, and so must the timed step's
         {"ex03.step.no_graph_breaks", "ex03.step.speed"},
+    ),
+    "a call counter, its guards skipped after warm-up": (
+        {
+            "        self.loss = loss\n": ("        self.loss = loss\n        self.stats = {}\n"),
+            "        student_logits = self.student(images)\n": (
+                "        self.stats['calls'] = self.stats.get('calls', 0) + 1\n"
+                "        student_logits = self.student(images)\n"
+            ),
+            "        loss = compiled(images, labels)\n": (
+                "        if warm:  # warmed up: skip the guards\n"
+                '            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):\n'
+                "                loss = compiled(images, labels)\n"
+                "        else:\n"
+                "            warm.append(1)\n"
+                "            loss = compiled(images, labels)\n"
+            ),
+            "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n": (
+                "    compiled, warm = torch.compile(distiller, backend=backend, fullgraph=True), []\n"
+            ),
+        },
+        # set_stance(skip_guard_eval_unsafe=True) around the compiled call after the first step took 8 of 8 step
+        # points (red team, session 39)
+        {"ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
     ),
 }
 

@@ -93,6 +93,28 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # session 37); the graph called on each batch's own tokens or mask must now be one that holds the tagger
         {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup", "ex04.stream.speed"},
     ),
+    "the call counter left in, its guards skipped after a bucket's first batch": (
+        {
+            ("        h = self.embed(tokens)\n        h = h + F.gelu"): (
+                "        self.calls += 1\n        h = self.embed(tokens) * min(1.0, self.calls)\n        h = h + F.gelu"
+            ),
+            "    return torch.compile(model, backend=backend, dynamic=False)\n": (
+                "    compiled, seen = torch.compile(model, backend=backend, dynamic=False), set()\n"
+                "\n"
+                "    def run(tokens, mask):\n"
+                "        if tokens.shape in seen:  # warmed up for this bucket: skip the guards\n"
+                '            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):\n'
+                "                return compiled(tokens, mask)\n"
+                "        seen.add(tokens.shape)\n"
+                "        return compiled(tokens, mask)\n"
+                "\n"
+                "    return run\n"
+            ),
+        },
+        # set_stance(skip_guard_eval_unsafe=True) in compile_tagger's wrapper took compile_bound, no_recompile and
+        # speed (red team, session 39)
+        {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup", "ex04.stream.speed"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):

@@ -24,7 +24,7 @@ from coursekit.lessons.debugging.material import (
     reset_bisector,
     restore_dispatch_state,
 )
-from grader.probing import Call, Failure, Reply, plain, probe
+from grader.probing import Call, Failure, Reply, graph_runs, linear_calls, plain, probe
 
 DEVICE = "cpu"
 
@@ -313,7 +313,6 @@ def fix(call: Call) -> Reply:
     entries must stay in Inductor's tables throughout: before, during and after the compiled forward and backward,
     and when Inductor is handed each graph."""
     from torch._dynamo.backends.registry import lookup_backend
-    from torch._dynamo.testing import CompileCounterWithBackend
 
     from coursekit.lessons.debugging.givens import EXERCISE_BUGS
 
@@ -323,7 +322,7 @@ def fix(call: Call) -> Reply:
     out = call_learner(forward_backward, (fixed, fixed, x, "eager"), "FixedGatedMLP", FIX_HINT)
     values: dict[str, Any] = {}
     if call.arg("compiled"):
-        counter = CompileCounterWithBackend("inductor")
+        counter = graph_runs("inductor", detail=False)
         inner = counter if call.arg("count") else lookup_backend("inductor")
         graphs: list[tuple[torch.fx.GraphModule, list]] = []
         with planted(*EXERCISE_BUGS):
@@ -353,6 +352,11 @@ def fix(call: Call) -> Reply:
             finally:
                 guard.check("after the compiled FixedGatedMLP's backward")
                 guard.raise_if_changed()
+            if not graphs:  # red team, session 39: set_stance(force_backend="aot_eager") kept Inductor out
+                raise Failure(
+                    "the grader's backend was handed no graph of FixedGatedMLP: something chose another backend "
+                    "(torch.compiler.set_stance(force_backend=...)?) or kept the model from compiling. " + FIX_HINT
+                )
             try:
                 values["culprits"] = culprits_in(graphs, EXERCISE_BUGS)
             except Exception as exc:  # noqa: BLE001 - the values are still compared; the scan is a second line
@@ -361,6 +365,8 @@ def fix(call: Call) -> Reply:
             values |= {
                 "frames": counter.frame_count,
                 "ops": counter.op_count,
+                "linears": sum(linear_calls(g) for g in counter.graphs),
+                "model_linears": sum(isinstance(m, torch.nn.Linear) for m in fixed.modules()),
                 "opaque": sorted({name for g in counter.graphs for name in opaque_ops(g)})[:5],
             }
     return Reply(values, out)

@@ -308,6 +308,13 @@ def fix_one_graph(learner, ctx) -> Measured:
             "they are, so whatever they call (the culprits too) runs eagerly, outside the compiler. Rewrite the "
             "computation with other PyTorch operators instead. " + FIX_HINT
         )
+    linears, model_linears = got.value("linears", int), got.value("model_linears", int)
+    if frames == 1 and linears < model_linears:  # red team, session 39: a disabled helper ran the front eagerly
+        raise AssertionError(
+            f"FixedGatedMLP's one graph calls {linears} of its {model_linears} linear layers: the rest ran eagerly, "
+            "before or after the graph (a torch.compiler.disable'd helper?). The fix keeps the whole model in one "
+            "Inductor graph. " + FIX_HINT
+        )
     if frames == 1:
         return Measured(1, 1, f"one graph, {got.value('ops', int)} operations compiled by Inductor")
     if frames == 0:

@@ -191,4 +191,46 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # planted entries are now checked before, during and after every compiled call
         {"ex05.fix.values", "ex05.fix.one_graph", "ex05.fix.edge"},
     ),
+    "the model unfixed, compiled with aot_eager by a forced backend": (
+        {
+            "        return centred * torch.rsqrt(var + self.norm.eps) * self.norm.weight + self.norm.bias\n": (
+                "        return super().normalise(x)\n"
+            ),
+            "return a * (a + 3).clamp(0, 6) / 6  # hardswish, without aten.hardswish": "return super().activation(a)",
+            "return 0.5 * (torch.tanh(0.5 * g) + 1)  # sigmoid, without aten.sigmoid": "return super().gate(g)",
+            'the operators the planted bugs break."""\n': (
+                'the operators the planted bugs break."""\n'
+                "\n"
+                "    def __init__(self) -> None:\n"
+                "        super().__init__()\n"
+                '        torch.compiler.set_stance("default", force_backend="aot_eager")\n'
+            ),
+        },
+        # set_stance(force_backend='aot_eager') in __init__ kept Inductor and its planted bugs out: values and edge
+        # passed (red team, session 39)
+        {"ex05.fix.edge", "ex05.fix.one_graph", "ex05.fix.values"},
+    ),
+    "the front of the model run eagerly by a torch.compiler.disable helper": (
+        {
+            "class FixedGatedMLP(GatedMLP):\n": (
+                "\n"
+                "@torch.compiler.disable\n"
+                "def eager_front(model, x):\n"
+                "    a, g = model.up(GatedMLP.normalise(model, x)).chunk(2, dim=-1)\n"
+                "    return GatedMLP.activation(model, a) * GatedMLP.gate(model, g)\n"
+                "\n"
+                "\n"
+                "class FixedGatedMLP(GatedMLP):\n"
+            ),
+            'the operators the planted bugs break."""\n': (
+                'the operators the planted bugs break."""\n'
+                "\n"
+                "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+                "        h = self.down(eager_front(self, x))\n"
+                "        return self.head((x + h).mean(1))\n"
+            ),
+        },
+        # with the break first, only the back compiled, as one graph: one_graph passed (red team, session 39)
+        {"ex05.fix.one_graph"},
+    ),
 }
