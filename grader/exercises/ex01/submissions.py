@@ -71,8 +71,8 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
             )
         },
         # the staging call compiled, the timed calls eager: 10.5x against 5x before the timed calls' compiled work
-        # was counted (red team, session 37)
-        {"ex01.compiled.speed"},
+        # was counted (red team, session 37); single_graph sees the eager calls too since session 39
+        {"ex01.compiled.single_graph", "ex01.compiled.speed"},
     ),
     "the whole batch at once": (
         {
@@ -200,7 +200,11 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
                 "        self.calls = getattr(self, 'calls', 0) + 1\n        logp = torch.log_softmax(logits, dim=-1)\n"
             ),
             "    return torch.compile(loss, backend=backend, fullgraph=True)": (
-                "    return torch.compile(loss, backend=backend, recompile_limit=1)"
+                "    compiled = torch.compile(loss, backend=backend)\n\n"
+                "    def run(logits, target):\n"
+                "        with torch._dynamo.config.patch(recompile_limit=1):\n"
+                "            return compiled(logits, target)\n\n"
+                "    return run"
             ),
         },
         # past the limit Dynamo ran the loss eagerly and the frame count stayed 1: single_graph passed (red team,
