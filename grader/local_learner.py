@@ -40,8 +40,9 @@ class LocalLearner:
         tensors: dict[str, torch.Tensor] | None = None,
         what: str = "this check",
     ) -> Answer:
-        from grader import numerics, probing, stance
+        from grader import probing
         from grader.interface import contract
+        from grader.pinned import Pinned
 
         call = probing.Call(
             self.namespace,
@@ -51,16 +52,13 @@ class LocalLearner:
             self.state,
             None if self.needs is None else frozenset(self.needs),
         )
-        before = numerics.settings()  # this kernel's own: the grade's worker starts every probe at torch's defaults
-        stance.restore(before_stance := stance.current())
+        before = Pinned.now()  # this kernel's own: the grade's worker starts every probe at torch's defaults
+        before.restore()  # forgets unsafe-stance calls noted before this probe
         try:
             reply = probing.run(probe, call)
-            if moved := numerics.changes(before):
-                numerics.restore(before)
-                raise probing.Failure(numerics.message(moved))
-            if moved := stance.changes(before_stance):
-                stance.restore(before_stance)
-                raise probing.Failure(stance.message(moved))
+            if moved := before.moved():
+                before.restore()
+                raise probing.Failure(moved)
         except Exception as exc:  # noqa: BLE001 - the learner's failure, explained as the grader would
             error = probing.describe_error(exc)
             raise explain(error, contract(self.exercise, error.get("name")), self.problems, probe) from None

@@ -117,8 +117,9 @@ def serve(conn: Connection, config: dict) -> None:
     sandbox.enter(policy, report)  # raises SandboxError: the judge sees the process die and says why
 
     from coursekit.profile import apply_threads, get_profile
-    from grader import numerics, probing, stance
+    from grader import probing
     from grader.loader import load_cells
+    from grader.pinned import Pinned
     from grader.protocol import ProtocolError, pack, recv_frame, send_frame, unpack
 
     profile = get_profile(config["profile"], config["device"])
@@ -128,8 +129,7 @@ def serve(conn: Connection, config: dict) -> None:
     inductor_config.compile_threads = 1  # the fork server read its own environment; compile in-process here
     state: dict = {}
     namespace: dict = {}
-    pinned = numerics.settings()  # torch's defaults: no learner code has run yet
-    pinned_stance = stance.current()
+    pinned = Pinned.now()  # torch's defaults and Dynamo's default stance: no learner code has run yet
 
     fd = conn.fileno()
 
@@ -151,8 +151,8 @@ def serve(conn: Connection, config: dict) -> None:
         if header.get("op") == "load":
             loaded = load_cells(header["cells"])
             namespace = loaded.namespace
-            if moved := numerics.changes(pinned):
-                loaded.problems.append(numerics.at_load(moved))
+            if note := pinned.loaded():
+                loaded.problems.append(note)
             send_frame(fd, pack({"id": rid, "ok": True, "values": {"problems": loaded.problems}}))
             continue
         needs = header.get("needs")
@@ -166,18 +166,14 @@ def serve(conn: Connection, config: dict) -> None:
                 ),
             )
             continue
-        numerics.restore(pinned)  # what loading or an earlier probe changed does not carry into this one
-        stance.restore(pinned_stance)
+        pinned.restore()  # what loading or an earlier probe changed does not carry into this one
         try:
             reply = probing.run(header["probe"], call)
         except Exception as exc:  # noqa: BLE001 - learner code may raise anything: report it
             answer(rid, error=exc)
         else:
-            if moved := numerics.changes(pinned):
-                answer(rid, error=probing.Failure(numerics.message(moved)))
-                continue
-            if moved := stance.changes(pinned_stance):
-                answer(rid, error=probing.Failure(stance.message(moved)))
+            if moved := pinned.moved():
+                answer(rid, error=probing.Failure(moved))
                 continue
             try:
                 answer(rid, reply)

@@ -82,6 +82,7 @@ def _worker_modules() -> list[Path]:
             "notebook.py",
             "numbers.py",
             "numerics.py",
+            "pinned.py",
             "stance.py",
             "quiet.py",
             "preload.py",

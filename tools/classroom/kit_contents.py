@@ -28,6 +28,7 @@ PUBLIC_GRADER = (
     "notebook.py",
     "numbers.py",
     "numerics.py",
+    "pinned.py",
     "preload.py",
     "probing.py",
     "protocol.py",
