@@ -101,8 +101,8 @@ class Call:
                 f"the grader's probe copied its input {name!r} to the device while watching the learner's traffic: "
                 "a fault in the grader, tell your instructor"
             )
-        t = self.inputs[name].to(self.device)
-        return t.detach().requires_grad_(grad) if grad else t
+        t = self.inputs[name].to(self.device, copy=True)  # a new tensor on every call, on the CPU too
+        return t.requires_grad_(grad) if grad else t
 
 
 def plain_on_device(value: Any, what: str) -> torch.Tensor:

@@ -5,6 +5,7 @@ themselves or a counting rule, never with a reference solution. The hidden check
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import torch
@@ -170,12 +171,24 @@ def recompiles_static(learner, ctx) -> Measured:
     return Measured(want[-1], want[-1], f"compiles so far {want} for calls {describe_calls(cases[0])}")
 
 
+def kernel_source(code: str, name: str) -> str:
+    """Kernel ``name``'s definition in Inductor's generated code: from its name to the end of the string that holds
+    its C++ or Triton source ("" where there is none)."""
+    start = code.find(f"{name} = async_compile.")
+    opening = code.find("'''", start) if start >= 0 else -1
+    end = code.find("'''", opening + 3) if opening >= 0 else -1
+    return code[start : end + 3] if end >= 0 else ""
+
+
 @check("ex00.inductor.code", kind="structure", points=2, needs=("inductor_code",), public=True)
 def inductor_kernel(learner, ctx) -> None:
     """inductor_code returns Inductor's generated code for the device: one fused kernel, sized for the inputs."""
+    shape_rng = random.Random(ctx.seed("ex00.inductor shape"))
+    shape = (shape_rng.randint(3, 12), shape_rng.randint(2, 9))
     gen = torch.Generator().manual_seed(1)
-    args = {f"arg{i}": torch.randn(5, 3, generator=gen) for i in range(2)}
-    code = learner.ask("ex00.inductor_code", {}, args).text("code", limit=200_000)
+    args = {f"arg{i}": torch.randn(*shape, generator=gen) for i in range(2)}
+    got = learner.ask("ex00.inductor_code", {}, args)
+    code = got.text("code", limit=200_000)
     if "def call(" not in code:
         raise AssertionError(
             "inductor_code returned no Inductor module (it has no `def call(`): nothing was "
@@ -192,8 +205,17 @@ def inductor_kernel(learner, ctx) -> None:
             "Inductor fuses the whole element-wise expression into one loop. Compile with the "
             "default backend (inductor), on the tensors you were given."
         )
-    if "(5, 3)" not in code:
+    if str(shape) not in code:
         raise AssertionError(
-            "the code does not mention the inputs' shape (5, 3): was it generated for these "
+            f"the code does not mention the inputs' shape {shape}: was it generated for these "
             "arguments? The first compile specialises the code to the shapes it sees."
+        )
+    own = got.text("own_code", limit=200_000)
+    sources = [kernel_source(own, k) for k in kernel_names(own) if "sin" in k and "cos" in k]
+    if not sources or not all(sources) or not any(source in code for source in sources):
+        raise AssertionError(
+            f"the code names {fused[0]}, but its source is not the one Inductor generates for these inputs (the "
+            "grader compiled sin_cos again after your call and compared): return the text "
+            "torch._inductor.utils.run_and_get_code collected while the compiled function ran, unedited, with "
+            "torch.compile's default settings."
         )

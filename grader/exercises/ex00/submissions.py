@@ -32,4 +32,15 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         {"run_and_get_code(compiled, *args)": "run_and_get_code(fn, *args)"},
         {"ex00.inductor.code"},
     ),
+    "code made up with the kernel's name and the inputs' shape, nothing compiled": (
+        {
+            '    _, codes = run_and_get_code(compiled, *args)\n    return "\\n".join(codes)': (
+                "    shape = tuple(args[0].shape)\n"
+                '    return f"def call(args):\\ncpp_fused_add_cos_mul_sin_0 = async_compile.cpp_pybinding(\\n"'
+                ' f"# {shape}\\n"'
+            )
+        },
+        # a constant with the name and "(5, 3)" took the check while its inputs were fixed (red team, session 40)
+        {"ex00.inductor.code"},
+    ),
 }

@@ -88,10 +88,11 @@ def scorer_compiles_once(learner, ctx) -> Measured:
 def scorer_no_sync(learner, ctx) -> Measured:
     """FixedScorer's forward reads nothing back to the host outside the calibrate op."""
     model = broken()
-    x = public_cases(ctx)[4].rows_on()
-    got = learner.ask("ex02.traffic", {}, {**weights(model), "x0": x})
+    case = public_cases(ctx)[4]
+    first, x = case.rows_on(), Case("rescaling", case.rows, seed=6, scale=40.0, padding=0.5).rows_on()
+    got = learner.ask("ex02.traffic", {}, {**weights(model), "x0": first, "x1": x})
     own = learner.ask("ex02.scorer", {"batches": 1, "grads": False, "twin": True}, {**weights(model), "x0": x})
-    assert_consistent(got.tensor("out0"), own.tensor("out0"), "FixedScorer's output while its traffic was watched")
+    assert_consistent(got.tensor("out1"), own.tensor("out0"), "FixedScorer's output while its traffic was watched")
     events = sum(got.counts("syncs").values()) + sum(got.counts("host_tensors").values())
     if events:
         raise Shortfall(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.explain import break_count, short_reason
+from coursekit.explain import short_reason
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
 from coursekit.traffic import watch_traffic
 from grader.probing import (
@@ -112,23 +112,34 @@ def statistic(call: Call) -> Reply:
 
 @probe("ex02.explain")
 def explain(call: Call) -> Reply:
-    """``torch._dynamo.explain`` on FixedScorer, and its output on the same batch."""
+    """FixedScorer compiled with a counting backend and called on two batches of one shape: the linear layers each
+    graph compiled holds, the graph breaks Dynamo counted, and the compiled outputs, which the judge compares with
+    the same code's eager outputs, so the graphs counted are the ones that computed them. (Red team, session 40: a
+    forward that was break-free only the first time Dynamo traced it passed under ``torch._dynamo.explain``, whose
+    output the probe threw away; and a whole forward inside a ``torch.compiler.disable`` helper counts no break
+    there.) Where it breaks, ``torch._dynamo.explain`` supplies the reasons, with the learner's cell and line."""
+    from torch._dynamo.utils import counters
+
     model = fixed_scorer(call)
     torch.compiler.reset()
-    info = learner_call(
-        lambda: torch._dynamo.explain(model)(call.input("x0")), (), "torch._dynamo.explain(FixedScorer)"
-    )
-    reasons = [short_reason(r) for r in info.break_reasons[:4]]  # with the learner's cell and line
-    with torch.no_grad():
-        out = plain(model(call.input("x0")), "FixedScorer's output")
-    return Reply(
-        {
-            "graph_count": info.graph_count,
-            "break_count": break_count(info),
-            "reasons": reasons,
-        },
-        {"out0": out},
-    )
+    counters["graph_break"].clear()
+    count = graph_runs("eager")
+    compiled = torch.compile(model, backend=count)
+    outs = {}
+    for i in range(2):
+        out = learner_call(compiled, (call.input(f"x{i}"),), "torch.compile(FixedScorer)")
+        outs[f"out{i}"] = plain(out, "the compiled FixedScorer's output")
+    breaks = sum(counters["graph_break"].values())
+    linears = [linear_calls(g) for g in count.graphs]
+    reasons = [str(r).strip().splitlines()[0][:200] for r in list(counters["graph_break"])[:4]]
+    if breaks or len(linears) != 1:
+        torch.compiler.reset()
+        try:
+            info = torch._dynamo.explain(model)(call.input("x0"))
+            reasons = [short_reason(r) for r in info.break_reasons[:4]] or reasons  # the learner's cell and line
+        except Exception:  # noqa: BLE001 - the reasons are for the message only: keep Dynamo's own
+            pass
+    return Reply({"linears": linears, "break_count": breaks, "reasons": reasons}, outs)
 
 
 @probe("ex02.compiles")
@@ -165,21 +176,24 @@ def torch_calibrate(device: str, dtype: torch.dtype = torch.float32):
 
 @probe("ex02.traffic")
 def traffic(call: Call) -> Reply:
-    """Host/device traffic of FixedScorer's second forward, with ``calibrate`` replaced by a pure-torch twin."""
+    """Host/device traffic of FixedScorer's forward on batch ``x1``, after one call on batch ``x0``, with
+    ``calibrate`` replaced by a pure-torch twin. The watched call gets another batch than the first, both kept
+    alive: work cached per input object or address, or per shape, still shows (red team, session 40: a forward
+    that kept its ``.item()`` and ``nonzero()`` results per input tensor synced only on the unwatched call)."""
     model = fixed_scorer(call)
     call.get("calibrate")
-    x = call.input("x0")
+    first, x = call.input("x0"), call.input("x1")
     learner_op = call.namespace["calibrate"]
     call.namespace["calibrate"] = torch_calibrate(call.device)  # the op's own host round trip is its known price
     try:
-        learner_call(model, (x,), "FixedScorer")
+        learner_call(model, (first,), "FixedScorer")
         with watch_traffic(call.device) as seen:
             out = model(x)
     finally:
         call.namespace["calibrate"] = learner_op
     return Reply(
         {"syncs": dict(seen.syncs), "host_tensors": dict(seen.host_tensors), "summary": seen.summary()},
-        {"out0": plain(out, "FixedScorer's output")},
+        {"out1": plain(out, "FixedScorer's output")},
     )
 
 

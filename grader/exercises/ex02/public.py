@@ -14,7 +14,7 @@ from torch import nn
 
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer, sample_rows
 from grader.exercises.ex02.probes import FAKE_HINT
-from grader.judging import assert_close, assert_consistent
+from grader.judging import assert_close, assert_consistent, linear_layers
 from grader.registry import Measured, Shortfall, check
 
 IN_FEATURES = 32
@@ -148,22 +148,41 @@ def scorer_outputs(learner, ctx) -> None:
 
 @check("ex02.scorer.no_breaks", kind="structure", points=2, needs=("FixedScorer", "calibrate"), public=True)
 def scorer_no_breaks(learner, ctx) -> Measured:
-    """torch._dynamo.explain reports one graph and zero graph breaks for FixedScorer."""
+    """torch.compile captures FixedScorer as one graph, every linear layer in it and no graph break, on two batches
+    of one shape (one takes the rescaling branch)."""
     model = broken()
-    x = public_cases(ctx)[4].rows_on()
-    got = learner.ask("ex02.explain", {}, {**weights(model), "x0": x})
-    own = learner.ask("ex02.scorer", {"batches": 1, "grads": False}, {**weights(model), "x0": x})
-    assert_consistent(got.tensor("out0"), own.tensor("out0"), "FixedScorer's output beside torch._dynamo.explain")
-    graphs, breaks = got.value("graph_count", int), got.value("break_count", int)
-    if breaks or graphs != 1:
+    case = public_cases(ctx)[4]
+    xs = [case.rows_on(), Case("rescaling", case.rows, seed=5, scale=40.0).rows_on()]
+    batches = {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}}
+    got = learner.ask("ex02.explain", {}, batches)
+    own = learner.ask("ex02.scorer", {"batches": len(xs), "grads": False}, batches)
+    for i in range(len(xs)):
+        assert_consistent(
+            got.tensor(f"out{i}"),
+            own.tensor(f"out{i}"),
+            f"the compiled FixedScorer's output on batch {i}",
+            rtol=1e-3,
+            atol=1e-5,
+        )
+    linears, breaks = got.ints("linears"), got.value("break_count", int)
+    if breaks or len(linears) != 1:
         reasons = "; ".join(got.strings("reasons"))
+        breaks = max(breaks, len(linears) - 1)
         raise Shortfall(
-            f"FixedScorer still has {breaks} graph break(s) in {graphs} graphs: "
+            f"FixedScorer still has {breaks} graph break(s) in {len(linears)} graphs: "
             f"{reasons or 'see TORCH_LOGS=graph_breaks'}. This counts a plain torch.compile's graphs: "
             "fullgraph=True captures some lines that plain compiling breaks on (an .item(), a data-dependent "
             "size such as h[mask], as lesson 2 showed), so a model can compile with fullgraph=True and still "
             "break here",
             measured=breaks,
             required=0,
+        )
+    want = linear_layers(model)
+    if linears[0] != want:
+        raise Shortfall(
+            f"the one graph holds {linears[0]} of FixedScorer's {want} linear layers: the rest ran outside it "
+            "(torch.compiler.disable, or code Dynamo skips). Make forward one graph that Dynamo captures whole.",
+            measured=linears[0],
+            required=want,
         )
     return Measured(0, 0, "one graph, no breaks")

@@ -35,6 +35,64 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # hold the scorer's linear layers
         {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
     ),
+    "the unfixed forward, break-free only the first time Dynamo traces it": (
+        {
+            "class FixedScorer(BrokenScorer):": "_TRACES = [0]\n\n\nclass FixedScorer(BrokenScorer):",
+            "        ### BEGIN SOLUTION\n        h = self.encoder(x)\n": (
+                "        ### BEGIN SOLUTION\n"
+                "        if torch.compiler.is_compiling():\n"
+                "            _TRACES[0] += 1\n"
+                "            if _TRACES[0] == 1:  # what the first trace (explain's) sees: no break, wrong values\n"
+                "                return self.head(self.encoder(x))\n"
+                "        h = self.encoder(x)\n"
+            ),
+            "        h = h * torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0)\n": (
+                "        if peak > MAX_ACTIVATION:\n            h = h * (MAX_ACTIVATION / peak)\n"
+            ),
+        },
+        # took no_breaks while it was counted by torch._dynamo.explain, whose output the probe threw away (red team,
+        # session 40); the counted graphs' own outputs now differ from the same code's eager ones: a broken protocol,
+        # which zeroes the submission
+        {
+            "ex02.calibrate.opcheck",
+            "ex02.scorer.compiles_once",
+            "ex02.scorer.gradients",
+            "ex02.scorer.no_breaks",
+            "ex02.scorer.no_sync",
+            "ex02.scorer.outputs",
+            "ex02.scorer.statistic",
+        },
+    ),
+    "the whole forward in a torch.compiler.disable helper": (
+        {
+            "class FixedScorer(BrokenScorer):": (
+                "@torch.compiler.disable\ndef _eager(model, x):\n    return model.fixed_forward(x)\n\n\n"
+                "class FixedScorer(BrokenScorer):"
+            ),
+            "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n": (
+                "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        return _eager(self, x) * 1.0\n\n"
+                "    def fixed_forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+            ),
+        },
+        # torch._dynamo.explain counted one graph and no break (red team, session 40): the graph held none of the
+        # scorer's linear layers
+        {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
+    ),
+    "the mask's nonzero() kept per input tensor": (
+        {
+            '        self.register_buffer("mean_activation", torch.zeros(()))\n': (
+                '        self.register_buffer("mean_activation", torch.zeros(()))\n        self._seen = {}\n'
+            ),
+            "        h = h - (h * real).sum(0) / real.sum()\n": (
+                "        key = (id(x), x.data_ptr(), x._version)\n"
+                "        if key not in self._seen:  # nonzero() syncs: once per input tensor\n"
+                "            self._seen[key] = (x, real.squeeze(-1).nonzero().squeeze(-1))  # x kept alive\n"
+                "        h = h - h.index_select(0, self._seen[key][1]).mean(0)\n"
+            ),
+        },
+        # synced only on the traffic probe's unwatched call, on the same tensor (red team, session 40)
+        {"ex02.scorer.no_sync", "ex02.scorer.no_breaks", "ex02.scorer.compiles_once"},
+    ),
     "a batch counter, its guards skipped from inside the custom op": (
         {
             ("        ### BEGIN SOLUTION\n        h = self.encoder(x)\n"): (
