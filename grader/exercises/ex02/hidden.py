@@ -8,7 +8,16 @@ import random
 import torch
 
 from coursekit.lessons.graph_breaks.givens import sample_rows
-from grader.exercises.ex02.public import IN_FEATURES, RESULT_HINT, Case, broken, expect_cases, public_cases, weights
+from grader.exercises.ex02.public import (
+    IN_FEATURES,
+    RESULT_HINT,
+    Case,
+    broken,
+    compiled_beside_eager,
+    expect_cases,
+    public_cases,
+    weights,
+)
 from grader.judging import assert_close, assert_consistent, expect_linears, linear_layers
 from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
@@ -64,16 +73,7 @@ def scorer_compiles_once(learner, ctx) -> Measured:
     rows = public_cases(ctx)[4].rows
     xs = [sample_rows(rows, IN_FEATURES, 50 + seed) for seed in range(3)]
     batches = {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}}
-    got = learner.ask("ex02.compiles", {}, batches)
-    own = learner.ask("ex02.scorer", {"batches": 3, "grads": False}, batches)
-    for i in range(3):
-        assert_consistent(
-            got.tensor(f"out{i}"),
-            own.tensor(f"out{i}"),
-            f"the compiled FixedScorer's output on batch {i}",
-            rtol=1e-3,
-            atol=1e-5,
-        )
+    got = compiled_beside_eager(learner, "ex02.compiles", batches, len(xs))
     frames = got.value("frames", int)
     if frames != 1:
         raise Shortfall(

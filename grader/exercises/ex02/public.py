@@ -146,6 +146,22 @@ def scorer_outputs(learner, ctx) -> None:
     expect_cases(learner, public_cases(ctx), grads=False)
 
 
+def compiled_beside_eager(learner, probe: str, batches: dict[str, torch.Tensor], count: int):
+    """``probe``'s answer on ``batches``, whose compiled outputs ``out0``... must agree with the same code's eager
+    outputs (``ex02.scorer``) at a compiled graph's tolerance: answers made up beside the code break the protocol."""
+    got = learner.ask(probe, {}, batches)
+    own = learner.ask("ex02.scorer", {"batches": count, "grads": False}, batches)
+    for i in range(count):
+        assert_consistent(
+            got.tensor(f"out{i}"),
+            own.tensor(f"out{i}"),
+            f"the compiled FixedScorer's output on batch {i}",
+            rtol=1e-3,
+            atol=1e-5,
+        )
+    return got
+
+
 @check("ex02.scorer.no_breaks", kind="structure", points=2, needs=("FixedScorer", "calibrate"), public=True)
 def scorer_no_breaks(learner, ctx) -> Measured:
     """torch.compile captures FixedScorer as one graph, every linear layer in it and no graph break, on two batches
@@ -154,16 +170,7 @@ def scorer_no_breaks(learner, ctx) -> Measured:
     case = public_cases(ctx)[4]
     xs = [case.rows_on(), Case("rescaling", case.rows, seed=5, scale=40.0).rows_on()]
     batches = {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}}
-    got = learner.ask("ex02.explain", {}, batches)
-    own = learner.ask("ex02.scorer", {"batches": len(xs), "grads": False}, batches)
-    for i in range(len(xs)):
-        assert_consistent(
-            got.tensor(f"out{i}"),
-            own.tensor(f"out{i}"),
-            f"the compiled FixedScorer's output on batch {i}",
-            rtol=1e-3,
-            atol=1e-5,
-        )
+    got = compiled_beside_eager(learner, "ex02.explain", batches, len(xs))
     linears, breaks = got.ints("linears"), got.value("break_count", int)
     if breaks or len(linears) != 1:
         reasons = "; ".join(got.strings("reasons"))
