@@ -33,13 +33,17 @@ from typing import Any
 import torch
 
 from coursekit.profile import Profile
-from grader import cgroups, containment, machine_lock, sandbox
+from grader import cgroups, containment, machine_lock, sandbox, stuck
 from grader.learner_failures import WorkerLost, explain
 from grader.protocol import Answer, Deadline, ProtocolError, clip, pack, readable, recv_frame, send_frame, unpack
 from grader.worker_limits import Limits, disk_floor, filled, log_bytes, scratch_bytes
 from grader.worker_start import ROOT, SECRET_ENV, main_not_imported, policy_for, scrubbed_environ, worker_context
 
 LOAD_TIMEOUT_S = 120.0
+# a notebook whose worker once ran out of time at a line: a later request found running that same line at every
+# sample from SAME_PLACE_AFTER_S on (SAME_PLACE_SAMPLES samples, SAME_PLACE_EVERY_S apart) is stopped there, rather
+# than waiting out its own limit too. Input that never reaches the loop grades as usual; only such a notebook is sampled
+SAME_PLACE_AFTER_S, SAME_PLACE_EVERY_S, SAME_PLACE_SAMPLES = 45.0, 15.0, 3
 WATCH_INTERVAL_S = 0.25  # how often the judge checks a worker's limits between requests (as while it waits)
 SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions, every exercise
 SEED_SKIP = ("fxgraph", "aotautograd", "locks")  # cached graphs carry the source lines that compiled them
@@ -103,6 +107,8 @@ class RemoteLearner:
         self.problems: list[str] = []
         self.deadline = float("inf")
         self.needs: tuple[str, ...] | None = None  # the running check's needs (set by grader.results.run_check)
+        self.check_id: str | None = None  # the running check (set there too), for messages
+        self._hung_at: dict[tuple[int, int], str] = {}  # (code cell, line) a request ran out of time at -> its check
         self._worker: _Worker | None = None
         self._next_id = 0
         self._starts = 0
@@ -379,6 +385,31 @@ class RemoteLearner:
             return True
         return True
 
+    def _watch_request(self, worker: _Worker, started: float):
+        """What the judge does while it waits for an answer: check the limits and, where an earlier request ran out
+        of time at a line of the notebook, look whether this one is stuck at that line too (``SAME_PLACE_*``)."""
+        if not self._hung_at:
+            return self._check_limits
+        next_sample, seen = started + SAME_PLACE_AFTER_S, []
+
+        def idle() -> None:
+            nonlocal next_sample
+            self._check_limits()
+            if time.monotonic() < next_sample:
+                return
+            where = stuck.parse(stuck.stack_of(worker.proc.pid, worker.log))
+            next_sample = time.monotonic() + SAME_PLACE_EVERY_S
+            seen.append(stuck.place(where))
+            last = seen[-SAME_PLACE_SAMPLES:]
+            if len(last) == SAME_PLACE_SAMPLES and last[-1] in self._hung_at and len(set(last)) == 1:
+                raise self._lost(
+                    f"stopped after {time.monotonic() - started:.0f} s, not at the check's limit: your code was still "
+                    f"at the line where {self._hung_at[seen[-1]]} ran out of time, at every look since "
+                    f"{SAME_PLACE_AFTER_S:.0f} s.{stuck.describe(where, self.cells)} An endless loop?"
+                )
+
+        return idle
+
     def _request(self, header: dict, tensors: dict | None = None, what: str = "this check") -> Answer:
         if self._worker is None:
             self.start()
@@ -388,21 +419,28 @@ class RemoteLearner:
             raise ProtocolError("the worker sent a message nobody asked for")
         rid = self._next_id = self._next_id + 1
         started = time.monotonic()
+        idle = self._watch_request(worker, started)
         self._quiet.acquire()
         self._quiet_depth += 1
         try:
             if worker.stopped_because:  # the watch stopped the worker since the last answer (no poll here: this
                 raise self._lost(worker.stopped_because)  # may be inside a timed sample)
-            send_frame(fd, pack({**header, "id": rid}, tensors), self.deadline, self._check_limits)
-            data = recv_frame(fd, self.deadline, self._check_limits)
+            send_frame(fd, pack({**header, "id": rid}, tensors), self.deadline, idle)
+            data = recv_frame(fd, self.deadline, idle)
         except Deadline:
             elapsed, limit = time.monotonic() - started, self.limits.check_timeout_s
             took = (
-                f"took longer than {elapsed:.0f} s"
+                f"no answer from {what} after {elapsed:.0f} s"
                 if elapsed >= limit - 1
-                else f"was still running when the check's {limit:.0f} s ran out (its earlier steps took the rest)"
+                else f"the check's {limit:.0f} s ran out during {what} (its earlier steps took the rest)"
             )
-            raise self._lost(f"{what} {took}: an endless loop, a blocking call, or far too slow a solution?") from None
+            where = stuck.parse(stuck.stack_of(worker.proc.pid, worker.log))  # before the worker is ended
+            if (place := stuck.place(where)) is not None:
+                self._hung_at.setdefault(place, self.check_id or what)
+            raise self._lost(
+                f"{took}. An endless loop, a blocking call, or far too slow a solution?"
+                + stuck.describe(where, self.cells)
+            ) from None
         except (EOFError, BrokenPipeError, ConnectionResetError):
             if worker.stopped_because:
                 raise self._lost(worker.stopped_because) from None

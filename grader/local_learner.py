@@ -28,6 +28,7 @@ class LocalLearner:
         self.state: dict = {}
         self.deadline = float("inf")
         self.needs: tuple[str, ...] | None = None  # the running check's needs (set by grader.results.run_check)
+        self.check_id: str | None = None  # the running check (set there too)
         part(exercise, "probes")  # registers this exercise's probes in this process
 
     def start(self, fresh: bool = False) -> None:

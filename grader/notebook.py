@@ -25,11 +25,13 @@ Inside a notebook:
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 from grader.numbers import format_value
@@ -39,7 +41,7 @@ TIMEOUT_ENV = "GRADER_CHECK_TIMEOUT"
 SCOPE_ENV = "GRADER_IN_NOTEBOOK"  # "public": hidden checks' cells run nothing (see the module docstring)
 RESULT_MIME = "application/vnd.coursekit.check+json"
 TIMEOUT_MESSAGE = (
-    "this check took longer than {limit:.0f} s: an endless loop, a blocking call, or far too slow a solution?"
+    "no answer from this check after {limit:.0f} s. An endless loop, a blocking call, or far too slow a solution?"
 )
 
 _CONTEXT = None
@@ -59,6 +61,21 @@ def check_timeout_s(ctx) -> float:
     return CHECK_TIMEOUT_S[ctx.profile.device_class]
 
 
+def where_in_kernel(frame: FrameType | None) -> str:
+    """' It was in `fn`, line 3: `while ...`.' for the innermost running frame of code defined in the notebook
+    (IPython's cells run from files named ``.../ipykernel_<pid>/<hash>.py`` or ``<ipython-input-...>``), or ""."""
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if "ipykernel_" in file or file.startswith(("<ipython-input-", "<code cell ")):
+            text = linecache.getline(file, frame.f_lineno).strip()
+            text = text if len(text) <= 80 else text[:77] + "..."
+            name = frame.f_code.co_name
+            where = f"`{name}`, " if name != "<module>" else ""
+            return f" It was in {where}line {frame.f_lineno} of its cell" + (f": `{text}`." if text else ".")
+        frame = frame.f_back
+    return ""
+
+
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Raise ``CheckTimeout`` in this (main) thread after ``seconds``; a no-op elsewhere."""
@@ -67,7 +84,7 @@ def _time_limit(seconds: float) -> Iterator[None]:
         return
 
     def expired(signum, frame):
-        raise CheckTimeout()
+        raise CheckTimeout(where_in_kernel(frame))
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -148,8 +165,9 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
         with stderr_to_stdout(), _profile_threads(_CONTEXT):
             with _time_limit(limit):
                 result = _run(check, LocalLearner(namespace, check.exercise, _CONTEXT.profile), _CONTEXT)
-    except CheckTimeout:
-        result = CheckResult.failed(check, TIMEOUT_MESSAGE.format(limit=limit), time.perf_counter() - start)
+    except CheckTimeout as exc:
+        where = str(exc.args[0]) if exc.args else ""
+        result = CheckResult.failed(check, TIMEOUT_MESSAGE.format(limit=limit) + where, time.perf_counter() - start)
     except KeyboardInterrupt:
         result = CheckResult.failed(
             check,

@@ -45,6 +45,7 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
     measured = required = None
     replace_worker = False
     learner.needs = check.needs  # its probes may read these names only (grader.probing.Call.get)
+    learner.check_id = check.id
     try:
         with judge_compiles_quiet():
             outcome = check.fn(learner, ctx)
@@ -75,7 +76,8 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
                     f"flagged for review: {measured:.1f}x is far above what the reference solution "
                     f"measures on this device class (at most {limit:.1f}x is plausible); {message}"
                 )
-    learner.needs = None  # asks outside a check (timing helpers called directly) are not limited by a stale one
+    # asks outside a check (timing helpers called directly) are not limited by a stale one
+    learner.needs = learner.check_id = None
     seconds = time.perf_counter() - start
     result = CheckResult(
         check.id,

@@ -20,14 +20,17 @@ over the channel, in the format of ``grader.protocol`` (JSON and safetensors, ne
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import resource
+import signal
 import sys
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 MAX_FILE_BYTES = 512 * 1024**2
+STACK_SIGNAL = signal.SIGUSR1  # the worker writes its threads' stacks to its log (grader.stuck reads them)
 KEEP_ENV = (
     "PATH",
     "LANG",
@@ -99,6 +102,7 @@ def _harden(conn: Connection, config: dict) -> None:
     for low, high in zip(keep, [*keep[1:], 1 << 20]):
         os.closerange(low + 1, high)
     sys.dont_write_bytecode = True
+    faulthandler.register(STACK_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
 
 
 def serve(conn: Connection, config: dict) -> None:

@@ -781,7 +781,7 @@ CHEATS: dict[str, Attack] = {
     ),
     "sleeps forever": Attack(
         "solution",
-        {VALUES: "pass", BUILTIN: "took longer than"},
+        {VALUES: "pass", BUILTIN: "no answer from this check"},
         edits={BUILTIN_RETURN: "    import time\n    time.sleep(3600)\n" + BUILTIN_RETURN},
     ),
     "hogs memory": Attack(
@@ -791,7 +791,7 @@ CHEATS: dict[str, Attack] = {
     ),
     "forks a swarm of processes, then hangs": Attack(
         "solution",
-        {UPDATE: "took longer than", VALUES: "pass"},
+        {UPDATE: "no answer from this check", VALUES: "pass"},
         edits={
             STEP: "    import subprocess, time\n    swarm = [subprocess.Popen(['sleep', '317']) for _ in range(20)]\n"
             "    time.sleep(3600)\n" + STEP

@@ -12,6 +12,7 @@ import pytest
 
 from grader.context import Context
 from grader.registry import checks_for
+from tests.adversarial import RETURN, STEP
 from tests.affected import can_change, code_cells
 from tests.submissions import EXERCISES, MEASURED, ROOT, SOLUTION_01, SPLIT, first_to_fail, variant
 
@@ -153,41 +154,34 @@ def test_a_probe_that_reads_a_name_its_check_does_not_need_fails_the_check(grade
     assert local.needs is None, "a check's needs outlived it"
 
 
-def test_a_crash_and_a_hang_cost_only_their_own_checks(grade, tmp_path: Path) -> None:
-    """os._exit inside one function and an endless loop in another: the rest still grade."""
+def test_a_crash_and_a_hang_cost_only_their_own_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """os._exit inside one function and an endless loop in another: the rest still grade. The hang's message names
+    its line; the next check that reaches the same loop stops once every look since SAME_PLACE_AFTER_S found it
+    there, long before its own limit."""
+    from coursekit.profile import get_profile
+    from grader import learner
     from grader.runner import grade_notebook
 
-    notebook = variant(
-        SOLUTION_01,
-        tmp_path / SOLUTION_01.name,
-        {
-            "    optimizer.zero_grad(set_to_none=True)\n    total = torch.zeros((), device=images.device)": (
-                "    import os\n    os._exit(3)\n    total = torch.zeros((), device=images.device)"
-            ),
-            "    return nn.CrossEntropyLoss(\n": ("    while True:\n        pass\n    return nn.CrossEntropyLoss(\n"),
-        },
-    )
-    from coursekit.profile import get_profile
-
-    grade_ = grade_notebook(
-        notebook,
-        "ex01",
-        get_profile(),
-        7,
-        progress=False,
-        check_timeout_s=20,
-        check_ids=[
-            "ex01.smoothed_ce.values",
-            "ex01.builtin.values",
-            "ex01.train_step.update",
-            "ex01.train_step.no_sync",
-        ],
-    )
-    by_id = {r.id: r for r in grade_.results}
-    assert by_id["ex01.smoothed_ce.values"].passed
-    assert "took longer than 20 s" in by_id["ex01.builtin.values"].message
-    assert "exited with code 3" in by_id["ex01.train_step.update"].message
-    assert "exited with code 3" in by_id["ex01.train_step.no_sync"].message
+    monkeypatch.setattr(learner, "SAME_PLACE_AFTER_S", 2.0)
+    monkeypatch.setattr(learner, "SAME_PLACE_EVERY_S", 1.0)
+    exits = "    import os\n    os._exit(3)\n    total = torch.zeros((), device=images.device)"
+    loop = "        while eps >= 0:  # an endless loop\n            eps = eps + 0\n"
+    notebook = variant(SOLUTION_01, tmp_path / SOLUTION_01.name, {STEP: exits, RETURN: loop + RETURN})
+    ids = [
+        "ex01.smoothed_ce.values",
+        "ex01.builtin.values",
+        "ex01.smoothed_ce.gradients",
+        "ex01.train_step.update",
+        "ex01.train_step.no_sync",
+    ]
+    grade_ = grade_notebook(notebook, "ex01", get_profile(), 7, progress=False, check_timeout_s=20, check_ids=ids)
+    hang, builtin, later, update, no_sync = grade_.results
+    assert "no answer from this check after 20 s" in hang.message, hang
+    assert "It was in `forward`, the " in hang.message and "`while eps >= 0:" in hang.message, "it names its line"
+    assert builtin.passed, builtin
+    assert later.message.startswith("stopped after") and "where ex01.smoothed_ce.values ran out" in later.message
+    assert "`while eps >= 0:" in later.message and later.seconds < 15, later
+    assert "exited with code 3" in update.message and "exited with code 3" in no_sync.message, (update, no_sync)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -40,6 +40,7 @@ PUBLIC_GRADER = (
     "sandbox.py",
     "scan.py",
     "stance.py",
+    "stuck.py",
     "test_submission.py",
     "worker.py",
     "worker_limits.py",
