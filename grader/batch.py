@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from coursekit.profile import get_profile
 from grader import spreadsheet
 from grader.context import Context
-from grader.interface import NOTEBOOKS, exercise_for
+from grader.interface import NOTEBOOKS, exercise_for, not_an_exercise, renamed_from
 from grader.loader import NotebookError, check_size, submission_bytes
 from grader.registry import checks_for, get
 from grader.report import build_report
@@ -98,7 +98,8 @@ def discover(folder: Path, out: Path) -> tuple[list[Job], list[str]]:
     jobs: dict[tuple[str, str], Job] = {}
     warnings = []
     for loose in sorted(folder.glob("*.ipynb")):
-        warnings.append(f"{loose}: put each student's notebooks in {folder}/<student>/; skipped")
+        name = renamed_from(loose) or "NN_topic.ipynb"
+        warnings.append(f"{loose}: a notebook goes in a folder per student, {folder}/<student>/{name}; skipped")
     for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if student.is_symlink() or student.name in OUTPUTS:
             why = "a symbolic link" if student.is_symlink() else f"named like the batch's own {student.name}"
@@ -109,7 +110,7 @@ def discover(folder: Path, out: Path) -> tuple[list[Job], list[str]]:
                 continue
             exercise = exercise_for(notebook)
             if exercise is None:
-                warnings.append(f"{notebook}: not an exercise notebook (NN_topic.ipynb); skipped")
+                warnings.append(f"{notebook}: {not_an_exercise(notebook)}; skipped")
                 continue
             key = (student.name, exercise)
             if key in jobs:
@@ -262,6 +263,33 @@ def write_summary(out: Path, jobs: list[Job]) -> tuple[Path, Path]:
                 )
             )
     return summary, scores
+
+
+def score_table(jobs: list[Job]):
+    """A ``rich`` table of the class: one row per student, one column per exercise, each cell ``score/max`` from
+    its report (``*``: integrity notes in scores.csv; ``-``: no report)."""
+    from rich.table import Table
+
+    exercises = sorted({j.exercise for j in jobs})
+    cells: dict[str, dict[str, str]] = {}
+    noted = False
+    for job in jobs:
+        try:
+            report = json.loads(job.report.read_text())
+            cell = f"{report['score']:g}/{report['max_score']:g}"
+        except (OSError, ValueError, KeyError, TypeError):
+            cell = "-"
+        else:
+            if report.get("integrity"):
+                cell, noted = cell + " *", True
+        cells.setdefault(job.student, {})[job.exercise] = cell
+    table = Table(title="scores", caption="*: notes in scores.csv" if noted else None)
+    table.add_column("student")
+    for exercise in exercises:
+        table.add_column(exercise, justify="right")
+    for student in sorted(cells):
+        table.add_row(student, *(cells[student].get(ex, "") for ex in exercises))
+    return table
 
 
 def cuda_slots(limit: int | None) -> list[str]:
@@ -538,6 +566,10 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
     elapsed = time.monotonic() - started
     summary, scores = write_summary(args.out, jobs)
+    if jobs:
+        from rich.console import Console
+
+        Console(width=None if sys.stdout.isatty() else 160).print(score_table(jobs))
     rate = f", {60 * len(todo) / elapsed:.1f} submissions/min" if todo and elapsed > 0 else ""
     print(f"graded {graded} of {len(todo)} in {elapsed:.0f} s{rate}; wrote {summary} and {scores}")
     return 0

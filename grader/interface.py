@@ -21,7 +21,16 @@ def _contracts() -> dict[str, object]:
     return {ex: part(ex, "contract") for ex in exercise_ids()}
 
 
-__all__ = ["INTERFACE", "NOTEBOOKS", "SHOWN_IN_LESSONS", "Name", "contract", "exercise_for"]
+__all__ = [
+    "INTERFACE",
+    "NOTEBOOKS",
+    "SHOWN_IN_LESSONS",
+    "Name",
+    "contract",
+    "exercise_for",
+    "not_an_exercise",
+    "renamed_from",
+]
 
 INTERFACE: dict[str, dict[str, Name]] = {ex: {n.name: n for n in c.NAMES} for ex, c in _contracts().items()}
 NOTEBOOKS: dict[str, str] = {ex: c.NOTEBOOK for ex, c in _contracts().items()}
@@ -39,6 +48,21 @@ def exercise_for(path: Path) -> str | None:
     prefix = path.name.split("_", 1)[0]
     candidate = f"ex{prefix}"
     return candidate if prefix.isdigit() and candidate in INTERFACE else None
+
+
+def renamed_from(path: Path) -> str | None:
+    """The released notebook name that ``path``'s name holds inside a longer one, as a learning platform's download
+    writes it (``smithj_48213_02_graph_breaks.ipynb``), or None (none, or more than one)."""
+    found = [n for n in NOTEBOOKS.values() if n.removesuffix(".ipynb") in path.name and n != path.name]
+    return found[0] if len(found) == 1 else None
+
+
+def not_an_exercise(path: Path) -> str:
+    """Why a notebook in a class's submissions is not graded, with the rename that would make it one."""
+    why = "not an exercise notebook: its name must start with the exercise's number (NN_topic.ipynb)"
+    if (name := renamed_from(path)) is not None:
+        why += f"; it looks like {name} renamed by a download: rename it to {name}"
+    return why
 
 
 def unknown_notebook(path: Path) -> str:

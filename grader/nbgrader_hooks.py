@@ -17,6 +17,8 @@ Instructor-side only: nothing here ships in the learner kit.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -38,6 +40,41 @@ def _released(preprocessor: NbGraderPreprocessor, resources: dict) -> Path:
     return Path(folder) / f"{info['notebook']}.ipynb"
 
 
+class ExpectedChecksumChange(logging.Filter):
+    """Drops nbgrader's ``Attribute 'checksum' for cell ... has changed!`` for the cells of hidden checks: their
+    released text lacks the hidden checks their source holds, so nbgrader's ``OverwriteCells`` says so for every one
+    of them in every submission, and then puts the source back, as it should. A learner's real edits are in the notes
+    cell (``RestoreLockedCells``); the warning still shows for any other cell."""
+
+    MESSAGE = "Attribute '%s' for cell %s has changed!"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        expected = str(record.msg).startswith(self.MESSAGE) and args[:1] == ("checksum",)
+        return not (expected and len(args) > 1 and args[1] in self.cells)
+
+    @classmethod
+    def on(cls, log: logging.Logger | logging.LoggerAdapter, released) -> None:
+        """Install it on ``log`` (once) for the hidden checks' cells of the ``released`` notebook."""
+        from grader.registry import get
+
+        logger = log.logger if isinstance(log, logging.LoggerAdapter) else log
+        found = next((f for f in logger.filters if isinstance(f, cls)), None)
+        if found is None:
+            found = cls()
+            logger.addFilter(found)
+        found.cells = set()
+        for cell in released.cells:
+            cid = check_id(cell)
+            with contextlib.suppress(KeyError):
+                if cid and not get(cid).public:
+                    found.cells.add(str(nbgrader_metadata(cell).get("grade_id")))
+
+
 class RestoreLockedCells(NbGraderPreprocessor):
     """Put back deleted locked cells and reset edited ones, from the released notebook."""
 
@@ -47,7 +84,9 @@ class RestoreLockedCells(NbGraderPreprocessor):
             self.log.warning("no released notebook at %s: locked cells not checked", path)
             add_notes_cell(nb, [])  # still: no notes cell the learner wrote survives
             return nb, resources
-        notes = restore_locked_cells(nb, nbformat.read(path, as_version=4))
+        released = nbformat.read(path, as_version=4)
+        ExpectedChecksumChange.on(self.log, released)  # OverwriteCells, next, logs through the same logger
+        notes = restore_locked_cells(nb, released)
         for note in notes:
             self.log.warning("%s: %s", resources["nbgrader"].get("student"), note)
         add_notes_cell(nb, notes)

@@ -111,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     ids = [c.id for c in checks_for(ex) if args.full or c.kind != "speed"]
     console = Console() if Console().is_terminal else Console(width=160)
     state = _load_state()
+    if args.full and not any(c.kind == "speed" for c in checks_for(ex)):
+        console.print(
+            f"FULL=1 (--full) adds nothing for {ex}: this copy of the grader holds none of its timed checks (the "
+            "learner kit ships none: your instructor's grading times them)"
+        )
     if not ids:
         console.print(f"{ex} has no checks in this copy of the grader")
     elif not notebook.is_file():

@@ -247,6 +247,9 @@ def test_a_submission_nbgrader_must_not_open_is_listed_in_the_export_and_explain
     for module in (exporting, feedbacks):
         monkeypatch.setattr(module, "nbgrader", fake_export)
         monkeypatch.setattr(module, "graded_scores", lambda course: [])
+    graded = tmp_path / "autograded" / "bob" / "ex00" / name  # what nbgrader, a stand-in here, writes for bob
+    graded.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), graded)
     _, by_check = exporting.export(tmp_path)
     rows = {r["student"]: r for r in csv.DictReader(by_check.open())}
     assert rows["mallory"]["check"] == "submission" and "JSON values" in rows["mallory"]["message"]

@@ -64,3 +64,30 @@ def test_only_a_few_submissions_are_read_into_memory_at_once() -> None:
     batch.run_local(_jobs(names), make_args, workers, [], lambda job, out: done.append(out), fn=stand_in_grade)
     assert len(done) == len(names) and all(isinstance(d, dict) for d in done), done
     assert most[0] <= window, f"{most[0]} submissions were in memory at once; the engine queues at most {window}"
+
+
+def test_the_batch_ends_with_a_score_table_of_the_class(tmp_path: Path) -> None:
+    """One row per student, one column per exercise (instructor walkthrough, session 40: `make batch` printed only
+    where its CSVs were)."""
+    import json
+
+    from rich.console import Console
+
+    def job(student: str, exercise: str, report: dict | None) -> batch.Job:
+        path = tmp_path / student / f"{exercise}.json"
+        if report is not None:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps(report))
+        return batch.Job(student, exercise, path, "", path)
+
+    jobs = [
+        job("alice", "ex01", {"score": 13, "max_score": 19, "integrity": []}),
+        job("alice", "ex02", {"score": 14, "max_score": 14, "integrity": ["`setup` was deleted; it was put back"]}),
+        job("bob", "ex01", None),
+    ]
+    console = Console(record=True, width=100)
+    console.print(batch.score_table(jobs))
+    text = console.export_text()
+    lines = {line.split()[1]: line for line in text.splitlines() if line.split()[1:2] in (["alice"], ["bob"])}
+    assert "13/19" in lines["alice"] and "14/14 *" in lines["alice"], text
+    assert " - " in lines["bob"] and "*: notes in scores.csv" in text, text

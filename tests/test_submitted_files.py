@@ -94,3 +94,34 @@ def test_a_link_to_an_endless_file_is_never_read(tmp_path: Path) -> None:
     (student / NOTEBOOK).symlink_to("/dev/zero")
     (job,), _ = batch.discover(tmp_path / "class", tmp_path / "out")
     assert "symbolic link" in job.unreadable
+
+
+def test_names_a_download_gave_are_skipped_with_the_rename_that_fixes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A learning platform's download renames files (``smithj_48213_01_...``) and may put them all in one folder:
+    both are skipped, and the warning says what to rename and where to put it. Of two copies, the newer is taken."""
+    pytest.importorskip("nbgrader", reason="tools.classroom is instructor tooling: nbgrader is not in the compat venv")
+    from tools.classroom.collect import collect
+
+    folder, course = tmp_path / "class", tmp_path / "course"
+    renamed = folder / "smithj" / f"smithj_48213_{NOTEBOOK}"
+    renamed.parent.mkdir(parents=True)
+    renamed.write_text(json.dumps(nbformat.v4.new_notebook()))
+    loose = folder / f"jonesa_48214_{NOTEBOOK}"
+    loose.write_text(json.dumps(nbformat.v4.new_notebook()))
+    older, newer = folder / "twice" / "old" / NOTEBOOK, folder / "twice" / NOTEBOOK
+    older.parent.mkdir(parents=True)
+    older.write_text(json.dumps(nbformat.v4.new_notebook(metadata={"copy": "older"})))
+    newer.write_text(json.dumps(nbformat.v4.new_notebook(metadata={"copy": "newer"})))
+    os.utime(older, (1_000_000, 1_000_000))
+    assert collect(course, folder) == 1
+    taken = json.loads((course / "submitted" / "twice" / "ex01" / NOTEBOOK).read_text())
+    assert taken["metadata"]["copy"] == "newer"
+    err = capsys.readouterr().err
+    assert f"{renamed}: not an exercise notebook" in err and f"rename it to {NOTEBOOK}" in err, err
+    assert f"{loose}: a notebook goes in a folder per student, {folder}/<student>/{NOTEBOOK}; skipped" in err, err
+    assert "1 notebook(s) lie directly in" in err and "twice has a newer ex01 notebook; skipped" in err, err
+    _, warnings = batch.discover(folder, tmp_path / "out")
+    assert any(f"rename it to {NOTEBOOK}" in w for w in warnings), warnings
+    assert any(f"{folder}/<student>/{NOTEBOOK}; skipped" in w for w in warnings), warnings

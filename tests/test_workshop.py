@@ -20,10 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize(
     ("kinds", "full", "untimed"),
-    [(("correctness",), False, False), (("speed",), False, True), (("speed",), True, False)],
+    [
+        (("correctness",), False, False),
+        (("correctness",), True, False),
+        (("speed",), False, True),
+        (("speed",), True, False),
+    ],
 )
 def test_untimed_marks_a_score_that_left_timed_checks_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinds: tuple[str, ...], full: bool, untimed: bool
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kinds: tuple[str, ...],
+    full: bool,
+    untimed: bool,
 ) -> None:
     checks = [SimpleNamespace(id="ex00.a", kind="correctness", points=1, exercise="ex00", public=True)]
     checks += [
@@ -45,4 +55,6 @@ def test_untimed_marks_a_score_that_left_timed_checks_out(
     workshop.main(["00", "--folder", str(folder), "--no-progress"] + (["--full"] if full else []))
     entry = json.loads((tmp_path / "reports" / "workshop.json").read_text())["ex00"]
     assert entry["full"] is not untimed, entry
+    said = "FULL=1 (--full) adds nothing for ex00" in capsys.readouterr().out
+    assert said is (full and "speed" not in kinds), "FULL=1 where it adds nothing says so (the learner kit)"
     assert len(entry["when"].split()) == 2 and entry["when"].count("-") == 2, entry["when"]

@@ -189,6 +189,29 @@ class GradedLedger:
         write_report(self.path, self.data)
 
 
+def not_graded_yet(course: Path, which: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """``{assignment: {student: why}}`` for collected submissions whose current notebooks no grade in the gradebook
+    comes from: never autograded, or handed in again since (the earlier grade stands until ``make autograde``).
+    Those autograde refused are listed by ``refused_submissions``, not here."""
+    ledger, refused = GradedLedger(course), refused_submissions(course)
+    waiting: dict[str, dict[str, str]] = {}
+    for folder in sorted((course / "submitted").glob("*/*")):
+        student, assignment = folder.parent.name, folder.name
+        if not folder.is_dir() or (which and assignment not in which) or student in refused.get(assignment, {}):
+            continue
+        digests, _ = read_submissions(course, assignment, [student])
+        if student not in digests or not any(folder.glob("*.ipynb")):
+            continue
+        graded = ledger.get(assignment, student)
+        if not autograded_notebook(course, student, assignment):
+            waiting.setdefault(assignment, {})[student] = "collected, not autograded yet: it is in no grade"
+        elif graded is not None and graded != digests[student]:
+            waiting.setdefault(assignment, {})[student] = (
+                "handed in again since it was autograded: the earlier submission's grade stands until make autograde"
+            )
+    return waiting
+
+
 def gpu_jobs(jobs: int, gpus: list[str] | None = None) -> tuple[int, list[str]]:
     """How many nbgrader processes to run at once, and on CUDA the GPUs they take. Grading on CUDA, each process
     gets a GPU of its own, as a ``grader batch`` slot does: on a shared one, a submission that held the GPU's

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 from grader import spreadsheet
+from tools.classroom.autograde import not_graded_yet
 from tools.classroom.course import nbgrader
 from tools.classroom.learners import refused_note, refused_submissions
 from tools.classroom.records import graded_scores
@@ -39,10 +41,30 @@ def export(course: Path, which: list[str] | None = None) -> tuple[Path, Path]:
                     "notes": refused_note(course, assignment, student, why),
                 }
             )
+    waiting = not_graded_yet(course, which)
+    for assignment, students in sorted(waiting.items()):
+        for student, why in sorted(students.items()):
+            rows.append(
+                {"student": student, "assignment": assignment, "check": "submission", "passed": False, "message": why}
+            )
     fields = ["student", "assignment", *spreadsheet.CHECK_COLUMNS, "notes"]
     with by_check.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         writer.writerows(spreadsheet.row(r) for r in rows)
     print(f"wrote {grades} and {by_check} ({len(rows)} check rows)")
+    if waiting:
+        listed = [
+            f"  {a}  {s}: {why}" for a, students in sorted(waiting.items()) for s, why in sorted(students.items())
+        ]
+        print(
+            "\n".join(
+                [
+                    f"warning: {len(listed)} collected submission(s) are not in these grades (a row each in "
+                    f"{by_check.name}); run make autograde, then make export again:",
+                    *listed,
+                ]
+            ),
+            file=sys.stderr,
+        )
     return grades, by_check

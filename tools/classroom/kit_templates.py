@@ -15,7 +15,8 @@ make check EX=01   # workshop mode: check exercise 1 quickly, and see your progr
 
 `make setup` installs torch with its CUDA libraries (about 5 GB; they run on a CPU too) and takes a few
 minutes; on a machine without an NVIDIA GPU, `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes
-torch and torchvision from PyTorch's CPU-only index instead (no CUDA libraries; the same versions).
+torch and torchvision from PyTorch's CPU-only index instead (no CUDA libraries; the same versions; not tried by
+the course's authors, whose machines reach only PyPI).
 `make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then follows it;
 the name must start with the exercise's number and an underscore, which is how the grader tells the exercises
 apart); `make grade` runs every check in this kit on `exercises/`. {timed}

@@ -67,8 +67,12 @@ def release(course: Path, caches: list[Path]) -> Path:
         released.append(generate_assignment(course, solution, url, KIT_HEADER))
         print(f"released {released[-1].relative_to(course)}")
     stage, archive, warnings = build_kit(course, released, caches)
-    for warning in warnings:  # a note needs nothing done
-        print(warning if warning.startswith("note: ") else f"warning: {warning}", file=sys.stderr)
+    notes = [w.removeprefix("note: ") for w in warnings if w.startswith("note: ")]
+    for warning in (w for w in warnings if not w.startswith("note: ")):
+        print(f"warning: {warning}", file=sys.stderr)
+    if notes:  # lessons that define an exercise's name on purpose: nothing to do
+        print(f"the kit scan found {len(notes)} definition(s) of exercise names that are meant (nothing to do):")
+        print("\n".join(f"  {note}" for note in notes))
     size = archive.stat().st_size / 1024**2
     print(f"wrote {archive} ({size:.1f} MiB; unpacked in {stage}); checked: no solution code, no hidden checks")
     return archive
