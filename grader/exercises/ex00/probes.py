@@ -114,12 +114,8 @@ def counts(call: Call) -> Reply:
 
 @probe("ex00.inductor_code")
 def generated_code(call: Call) -> Reply:
-    """The learner's ``inductor_code(sin_cos, x, y)``; then, from a clean slate, the code Inductor generates for the
-    same call when the grader asks it (``own_code``): the judge looks for its kernel in the learner's text, so a
-    text made up without compiling shows (red team, session 40: a constant string with the kernel's name and the
-    shape took the check)."""
-    from torch._inductor.utils import run_and_get_code
-
+    """The learner's ``inductor_code(sin_cos, x, y)``. The judge compiles the same call itself and looks for its
+    kernel in the text (``public.judge_code``): a worker's own compile could be patched by learner code."""
     args = (call.input("arg0"), call.input("arg1"))
     code = learner_call(call.get("inductor_code"), (sin_cos, *args), "inductor_code")
     if not isinstance(code, str):
@@ -127,9 +123,4 @@ def generated_code(call: Call) -> Reply:
             f"inductor_code must return the generated code as one str, got {type(code).__name__} "
             "(run_and_get_code gives a list of str: join them)"
         )
-    torch.compiler.reset()
-    try:
-        _, own = run_and_get_code(torch.compile(sin_cos), *args)
-    except Exception as exc:  # noqa: BLE001 - the learner's code left Inductor unable to compile: say so
-        raise Failure(f"after inductor_code returned, the grader could not compile sin_cos itself: {exc}") from None
-    return Reply({"code": code[:200_000], "own_code": "\n".join(own)[:200_000]})
+    return Reply({"code": code[:200_000]})

@@ -171,6 +171,23 @@ def recompiles_static(learner, ctx) -> Measured:
     return Measured(want[-1], want[-1], f"compiles so far {want} for calls {describe_calls(cases[0])}")
 
 
+def judge_code(args: dict[str, torch.Tensor], ctx) -> str:
+    """The code Inductor generates for ``sin_cos`` on ``args``, compiled here in the judge, from a clean slate, with a
+    worker's thread count (a C++ kernel's parallel loop depends on it). A text made up without compiling lacks its
+    kernel (red team, session 40), and a worker's own compile could be patched by the learner code beside it."""
+    from torch._inductor.utils import run_and_get_code
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(ctx.profile.threads)
+    torch.compiler.reset()
+    try:
+        _, code = run_and_get_code(torch.compile(FUNCTIONS["sin_cos"]), *(a.to(ctx.device) for a in args.values()))
+    finally:
+        torch.compiler.reset()
+        torch.set_num_threads(before)
+    return "\n".join(code)
+
+
 def kernel_source(code: str, name: str) -> str:
     """Kernel ``name``'s definition in Inductor's generated code: from its name to the end of the string that holds
     its C++ or Triton source ("" where there is none)."""
@@ -210,12 +227,12 @@ def inductor_kernel(learner, ctx) -> None:
             f"the code does not mention the inputs' shape {shape}: was it generated for these "
             "arguments? The first compile specialises the code to the shapes it sees."
         )
-    own = got.text("own_code", limit=200_000)
+    own = judge_code(args, ctx)
     sources = [kernel_source(own, k) for k in kernel_names(own) if "sin" in k and "cos" in k]
     if not sources or not all(sources) or not any(source in code for source in sources):
         raise AssertionError(
             f"the code names {fused[0]}, but its source is not the one Inductor generates for these inputs (the "
-            "grader compiled sin_cos again after your call and compared): return the text "
+            "grader compiled sin_cos on the same inputs itself and compared): return the text "
             "torch._inductor.utils.run_and_get_code collected while the compiled function ran, unedited, with "
             "torch.compile's default settings."
         )
