@@ -108,7 +108,7 @@ class RemoteLearner:
         self.deadline = float("inf")
         self.needs: tuple[str, ...] | None = None  # the running check's needs (set by grader.results.run_check)
         self.check_id: str | None = None  # the running check (set there too), for messages
-        self._hung_at: dict[tuple[int, int], str] = {}  # (code cell, line) a request ran out of time at -> its check
+        self._hung_at: dict[tuple, str] = {}  # where a request ran out of time (grader.stuck.place) -> its check
         self._worker: _Worker | None = None
         self._next_id = 0
         self._starts = 0
@@ -399,12 +399,12 @@ class RemoteLearner:
                 return
             where = stuck.parse(stuck.stack_of(worker.proc.pid, worker.log))
             next_sample = time.monotonic() + SAME_PLACE_EVERY_S
-            seen.append(stuck.place(where))
+            seen.append(stuck.place(where, self.cells))
             last = seen[-SAME_PLACE_SAMPLES:]
             if len(last) == SAME_PLACE_SAMPLES and last[-1] in self._hung_at and len(set(last)) == 1:
                 raise self._lost(
                     f"stopped after {time.monotonic() - started:.0f} s, not at the check's limit: your code was still "
-                    f"at the line where {self._hung_at[seen[-1]]} ran out of time, at every look since "
+                    f"where {self._hung_at[seen[-1]]} ran out of time, at every look since "
                     f"{SAME_PLACE_AFTER_S:.0f} s.{stuck.describe(where, self.cells)} An endless loop?"
                 )
 
@@ -435,7 +435,7 @@ class RemoteLearner:
                 else f"the check's {limit:.0f} s ran out during {what} (its earlier steps took the rest)"
             )
             where = stuck.parse(stuck.stack_of(worker.proc.pid, worker.log))  # before the worker is ended
-            if (place := stuck.place(where)) is not None:
+            if (place := stuck.place(where, self.cells)) is not None:
                 self._hung_at.setdefault(place, self.check_id or what)
             raise self._lost(
                 f"{took}. An endless loop, a blocking call, or far too slow a solution?"

@@ -1,11 +1,12 @@
-"""Where a worker that ran out of time was stuck: for the timeout's message, and so that a later check found
-running the same line of the notebook for a long while is stopped early (``grader.learner``).
+"""Where a worker that ran out of time was stuck: for the timeout's message, and so that a later check found stuck
+at the same place in the notebook for a long while is stopped early (``grader.learner``).
 
-The worker registers ``faulthandler`` on ``STACK_SIGNAL`` (``grader.worker``). Before the judge ends a worker that
-has not answered in time, it sends that signal and reads the Python stack the worker wrote to its log: faulthandler
-writes it from a C signal handler, so it arrives even from a tight ``while True: pass`` or a call blocked in C.
-The judge only reads text here: learner code could write a stack of its own, which changes nothing but the words
-of its own timeout message.
+The worker (``grader.worker``) answers ``STACK_SIGNAL`` twice: ``faulthandler`` writes every thread's Python stack to
+its log from a C signal handler, so it arrives even from a tight ``while True: pass`` or a call blocked in C; and a
+Python handler chained after it writes the line of the notebook that Dynamo is tracing, if it is tracing one
+(``DYNAMO_MARK``): a loop that never ends also never ends while ``torch.compile`` traces it, and the stack then
+holds only Dynamo's own frames. The judge only reads text here: learner code could write a stack of its own, which
+changes nothing but the words of its own timeout message and when its own check stops.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.worker import STACK_SIGNAL
+from grader.worker import DYNAMO_MARK, STACK_SIGNAL
 
 WAIT_S = 2.0  # how long the judge waits for the stack (a worker stopped by its own code never writes one)
+AFTER_S = 0.2  # then for the Python handler's line, which runs at the interpreter's next check for signals
 MAX_READ = 1024**2  # bytes of log read after the signal: the stack comes first, learner output may follow
 MARK = "(most recent call first)"
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<name>\S+)')
+TRACED = re.compile(rf"^{re.escape(DYNAMO_MARK)}(?P<file>[^\t]*)\t(?P<line>\d+)\t(?P<name>\S+)$", re.MULTILINE)
 CELL = re.compile(r"^<code cell (\d+)>$")
 COMPILER = ("/torch/_dynamo/", "/torch/_inductor/", "/torch/_functorch/", "/triton/")
+LOWERING = ("/torch/_inductor/", "/torch/_functorch/", "/triton/")  # past tracing: AOTAutograd, Inductor, Triton
 
 
 @dataclass(frozen=True)
@@ -37,11 +41,14 @@ class Frame:
 
 @dataclass(frozen=True)
 class Stuck:
-    """The probe thread's stack at the deadline: the notebook's frames innermost first, and whether torch's
-    compiler was running inside the innermost of them (or before any was entered)."""
+    """The probe thread at the deadline: the notebook's frames innermost first; whether torch's compiler ran inside
+    the innermost of them (or before any was entered); the notebook line Dynamo was tracing, if any; and whether
+    the compile had got past tracing (AOTAutograd, Inductor or Triton at work)."""
 
     frames: tuple[Frame, ...]
     compiling: bool
+    traced: Frame | None = None
+    lowering: bool = False
 
 
 def stack_of(pid: int, log: Path, wait_s: float = WAIT_S) -> str:
@@ -51,22 +58,28 @@ def stack_of(pid: int, log: Path, wait_s: float = WAIT_S) -> str:
         os.kill(pid, STACK_SIGNAL)
     except OSError:
         return ""
+
+    def read() -> str:
+        with contextlib.suppress(OSError), log.open("rb") as f:
+            f.seek(start)
+            return f.read(MAX_READ).decode(errors="replace")
+        return ""
+
     until, seen, text = time.monotonic() + wait_s, None, ""
     while time.monotonic() < until:
         time.sleep(0.05)
-        with contextlib.suppress(OSError), log.open("rb") as f:
-            f.seek(start)
-            text = f.read(MAX_READ).decode(errors="replace")
-            if MARK in text:
-                if seen == len(text):  # nothing more written for one poll: the dump is complete
-                    return text
-                seen = len(text)
+        text = read()
+        if MARK in text:
+            if seen == len(text):  # nothing more written for one poll: the dump is complete
+                time.sleep(AFTER_S)
+                return read()
+            seen = len(text)
     return text if MARK in text else ""
 
 
 def parse(text: str) -> Stuck | None:
     """The stack of the thread that runs the probe (the one with ``grader/probing.py`` in it), else of the first
-    thread with a notebook frame; None if no thread shows either."""
+    thread with a notebook frame, with what Dynamo was tracing; None if no thread shows either."""
     blocks, current = [], []
     for line in text.splitlines():
         if MARK in line:
@@ -85,15 +98,27 @@ def parse(text: str) -> Stuck | None:
             frames.append(Frame(int(m[1]), line, name))
         elif not frames and any(part in file for part in COMPILER):
             compiling = True
-    return Stuck(tuple(frames), compiling)
+    traced = None
+    if (t := list(TRACED.finditer(text))) and (cell := CELL.match(t[-1]["file"])):
+        traced = Frame(int(cell[1]), int(t[-1]["line"]), t[-1]["name"])
+    lowering = any(part in file for file, _, _ in chosen for part in LOWERING)
+    return Stuck(tuple(frames), compiling, traced, lowering)
 
 
-def place(stuck: Stuck | None) -> tuple[int, int] | None:
-    """(code cell, line) of the innermost notebook frame, or None: no notebook frame, or torch.compile was working
-    inside it (a compile can take a while on one line)."""
-    if stuck is None or not stuck.frames or stuck.compiling:
+def place(stuck: Stuck | None, cells: list[str]) -> tuple[str, int, int] | None:
+    """Where it was, to compare with a later look: ``("run" or "trace", code cell, line)``, the line being the first
+    of the innermost loop around it (a loop's lines take turns). None where it tells nothing: no notebook line, or
+    torch.compile was compiling inside it (a graph's compile can take a while on one line)."""
+    if stuck is None:
         return None
-    return stuck.frames[0].cell, stuck.frames[0].line
+    if stuck.frames and not stuck.compiling:
+        f, how = stuck.frames[0], "run"
+    elif stuck.traced is not None and not stuck.lowering:
+        f, how = stuck.traced, "trace"
+    else:
+        return None
+    source = _source(cells, f.cell)
+    return how, f.cell, _enclosing_loop(source, f.line, inclusive=True) or f.line
 
 
 def _source(cells: list[str], cell: int) -> str:
@@ -108,22 +133,33 @@ def _source(cells: list[str], cell: int) -> str:
 
 
 def describe(stuck: Stuck | None, cells: list[str]) -> str:
-    """' It was in `fn`, the 5th code cell, line 3: `while ...`.' for the innermost notebook frame, or where
-    torch.compile was; "" when the stack told nothing."""
-    from grader.probing import ordinal
-
+    """' It was in `fn`, the 5th code cell, line 3: `while ...`.' for the innermost notebook frame, or the line
+    torch.compile was tracing, or that it was compiling; "" when the stack told nothing."""
     if stuck is None:
         return ""
-    if not stuck.frames:
-        return " It was inside torch.compile, compiling your code." if stuck.compiling else ""
-    f = stuck.frames[0]
+    if stuck.frames and not stuck.compiling:
+        return f" It was in {_at(stuck.frames[0], cells)}."
+    if stuck.traced is not None:
+        return (
+            f" torch.compile was tracing {_at(stuck.traced, cells)} (Dynamo runs a loop's body once for each turn "
+            "while it traces: an endless loop never ends there either)."
+        )
+    if stuck.frames:
+        return f" It was in {_at(stuck.frames[0], cells)}, inside torch.compile, compiling it."
+    return " It was inside torch.compile, compiling your code." if stuck.compiling else ""
+
+
+def _at(f: Frame, cells: list[str]) -> str:
+    """'`fn`, the 5th code cell, line 3: `x = ...`, in the loop on line 2: `while ...`'."""
+    from grader.probing import ordinal
+
     source = _source(cells, f.cell)
     lines = source.splitlines()
     name = f"`{f.name}`, " if f.name != "<module>" else ""
-    where = f" It was in {name}the {ordinal(f.cell)} code cell, line {f.line}" + _quoted(lines, f.line)
+    where = f"{name}the {ordinal(f.cell)} code cell, line {f.line}" + _quoted(lines, f.line)
     if (loop := _enclosing_loop(source, f.line)) is not None:
         where += f", in the loop on line {loop}" + _quoted(lines, loop)
-    return where + (", inside torch.compile, compiling it." if stuck.compiling else ".")
+    return where
 
 
 def _quoted(lines: list[str], line: int) -> str:
@@ -132,8 +168,9 @@ def _quoted(lines: list[str], line: int) -> str:
     return f": `{text}`" if text else ""
 
 
-def _enclosing_loop(source: str, line: int) -> int | None:
-    """The first line of the innermost ``while`` or ``for`` loop whose body holds ``line``, or None."""
+def _enclosing_loop(source: str, line: int, inclusive: bool = False) -> int | None:
+    """The first line of the innermost ``while`` or ``for`` loop whose body holds ``line`` (or, ``inclusive``, that
+    starts on it), or None."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -141,6 +178,8 @@ def _enclosing_loop(source: str, line: int) -> int | None:
     loops = [
         n.lineno
         for n in ast.walk(tree)
-        if isinstance(n, ast.While | ast.For | ast.AsyncFor) and n.lineno < line <= (n.end_lineno or n.lineno)
+        if isinstance(n, ast.While | ast.For | ast.AsyncFor)
+        and (n.lineno <= line if inclusive else n.lineno < line)
+        and line <= (n.end_lineno or n.lineno)
     ]
     return max(loops) if loops else None

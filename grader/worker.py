@@ -31,6 +31,7 @@ from pathlib import Path
 
 MAX_FILE_BYTES = 512 * 1024**2
 STACK_SIGNAL = signal.SIGUSR1  # the worker writes its threads' stacks to its log (grader.stuck reads them)
+DYNAMO_MARK = "grader-dynamo-tracing: "  # then, if Dynamo is tracing, the file, line and function it is at
 KEEP_ENV = (
     "PATH",
     "LANG",
@@ -102,7 +103,22 @@ def _harden(conn: Connection, config: dict) -> None:
     for low, high in zip(keep, [*keep[1:], 1 << 20]):
         os.closerange(low + 1, high)
     sys.dont_write_bytecode = True
-    faulthandler.register(STACK_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
+    signal.signal(STACK_SIGNAL, _dynamo_line)  # runs after faulthandler's dump (chain=True)
+    faulthandler.register(STACK_SIGNAL, file=sys.stderr, all_threads=True, chain=True)
+
+
+def _dynamo_line(signum, frame) -> None:
+    """Write where Dynamo is tracing, if it is (``DYNAMO_MARK``; ``grader.stuck`` reads it): the innermost
+    function it is inlining, from torch's own record of the translator at work."""
+    try:
+        module = sys.modules.get("torch._dynamo.symbolic_convert")
+        root = getattr(getattr(module, "tls", None), "current_tx", None)
+        tx = root.output.current_tx if root is not None else None
+        if tx is not None:
+            code = tx.f_code
+            os.write(2, f"{DYNAMO_MARK}{code.co_filename}\t{tx.lineno}\t{code.co_name}\n".encode())
+    except Exception:  # noqa: BLE001 - a hint for a message: never an error in the worker
+        pass
 
 
 def serve(conn: Connection, config: dict) -> None:
