@@ -55,7 +55,7 @@ TORCH_INDEX ?=
 TORCH_PINS = $(shell grep -E '^(torch|torchvision)==' requirements.txt)
 
 setup:  ## create .venv with the pinned dependencies and this kit (editable; TORCH_INDEX=... for a CPU-only torch)
-	@test -x $(BIN)/python || $(PYTHON) -m tools.disk_room $(VENV) 8 "make setup"  # about 6.4 GiB once installed
+	@test -x $(BIN)/python || $(PYTHON) -m tools.disk_room $(VENV) 7 "make setup"  # 6.4 GiB once installed
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"
@@ -79,7 +79,7 @@ test: lint  ## lint, then the suite (CPU smoke profile; notebooks execute in tes
 	$(BIN)/python -m pytest -m timing --junitxml=reports/tests-timing.xml
 
 test-compat:  ## the same kit on torch $(COMPAT_TORCH) (oldest supported), in $(COMPAT_VENV): what can differ between versions
-	@test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m tools.disk_room $(COMPAT_VENV) 6.5 "make test-compat"  # 5.1 GiB
+	@test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m tools.disk_room $(COMPAT_VENV) 6 "make test-compat"  # 5.1 GiB
 	@test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
 	sed -e 's/^torch==.*/torch==$(COMPAT_TORCH)/' -e 's/^torchvision==.*/torchvision==$(COMPAT_TORCHVISION)/' \
 		-e '/# instructor/d' requirements.txt > $(COMPAT_VENV)/requirements.txt

@@ -40,10 +40,11 @@ from grader.worker_limits import Limits, disk_floor, filled, log_bytes, scratch_
 from grader.worker_start import ROOT, SECRET_ENV, main_not_imported, policy_for, scrubbed_environ, worker_context
 
 LOAD_TIMEOUT_S = 120.0
-# a notebook whose worker once ran out of time at a line: a later request found running that same line at every
-# sample from SAME_PLACE_AFTER_S on (SAME_PLACE_SAMPLES samples, SAME_PLACE_EVERY_S apart) is stopped there, rather
-# than waiting out its own limit too. Input that never reaches the loop grades as usual; only such a notebook is sampled
-SAME_PLACE_AFTER_S, SAME_PLACE_EVERY_S, SAME_PLACE_SAMPLES = 45.0, 15.0, 3
+# a notebook whose worker once ran out of time at a loop (or line): a later request found there, running it or
+# tracing it, at every sample from SAME_PLACE_AFTER_S on (SAME_PLACE_SAMPLES samples, SAME_PLACE_EVERY_S apart) is
+# stopped rather than waiting out its own limit too. Input that never reaches the loop grades as usual; only such a
+# notebook is sampled (a sample interrupts the worker for a moment)
+SAME_PLACE_AFTER_S, SAME_PLACE_EVERY_S, SAME_PLACE_SAMPLES = 30.0, 10.0, 3
 WATCH_INTERVAL_S = 0.25  # how often the judge checks a worker's limits between requests (as while it waits)
 SEED_ROOT = ROOT / ".cache" / "grader-seed"  # compiled kernels from grading the reference solutions, every exercise
 SEED_SKIP = ("fxgraph", "aotautograd", "locks")  # cached graphs carry the source lines that compiled them

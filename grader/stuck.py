@@ -105,20 +105,20 @@ def parse(text: str) -> Stuck | None:
     return Stuck(tuple(frames), compiling, traced, lowering)
 
 
-def place(stuck: Stuck | None, cells: list[str]) -> tuple[str, int, int] | None:
-    """Where it was, to compare with a later look: ``("run" or "trace", code cell, line)``, the line being the first
-    of the innermost loop around it (a loop's lines take turns). None where it tells nothing: no notebook line, or
-    torch.compile was compiling inside it (a graph's compile can take a while on one line)."""
+def place(stuck: Stuck | None, cells: list[str]) -> tuple[int, int] | None:
+    """Where it was, to compare with a later look: ``(code cell, line)``, the line being the first of the innermost
+    loop around it (a loop's lines take turns), whether the code ran there or Dynamo was tracing it (an endless loop
+    hangs both). None where it tells nothing: no notebook line, or torch.compile was compiling inside it (a graph's
+    compile can take a while on one line)."""
     if stuck is None:
         return None
     if stuck.frames and not stuck.compiling:
-        f, how = stuck.frames[0], "run"
+        f = stuck.frames[0]
     elif stuck.traced is not None and not stuck.lowering:
-        f, how = stuck.traced, "trace"
+        f = stuck.traced
     else:
         return None
-    source = _source(cells, f.cell)
-    return how, f.cell, _enclosing_loop(source, f.line, inclusive=True) or f.line
+    return f.cell, _enclosing_loop(_source(cells, f.cell), f.line, inclusive=True) or f.line
 
 
 def _source(cells: list[str], cell: int) -> str:

@@ -157,7 +157,7 @@ def test_a_probe_that_reads_a_name_its_check_does_not_need_fails_the_check(grade
 def test_a_crash_and_a_hang_cost_only_their_own_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """os._exit inside one function and an endless loop in another: the rest still grade. The hang's message names
     its line; the next check that reaches the same loop stops once every look since SAME_PLACE_AFTER_S found it
-    there, long before its own limit. So does a check stuck where torch.compile traced the same loop before."""
+    there, long before its own limit, and so does one where torch.compile is stuck tracing that loop."""
     from coursekit.profile import get_profile
     from grader import learner
     from grader.runner import grade_notebook
@@ -172,22 +172,18 @@ def test_a_crash_and_a_hang_cost_only_their_own_checks(tmp_path: Path, monkeypat
         "ex01.builtin.values",
         "ex01.smoothed_ce.gradients",
         "ex01.compiled.values",
-        "ex01.compiled.single_graph",
         "ex01.train_step.update",
         "ex01.train_step.no_sync",
     ]
     grade_ = grade_notebook(notebook, "ex01", get_profile(), 7, progress=False, check_timeout_s=20, check_ids=ids)
-    hang, builtin, later, traced, traced_later, update, no_sync = grade_.results
+    hang, builtin, later, traced, update, no_sync = grade_.results
     assert "no answer from this check after 20 s" in hang.message, hang
     assert "It was in `forward`, the " in hang.message and "`while eps >= 0:" in hang.message, "it names its line"
     assert builtin.passed, builtin
     assert later.message.startswith("stopped after") and "where ex01.smoothed_ce.values ran out" in later.message
     assert "`while eps >= 0:" in later.message and later.seconds < 15, later
-    assert "no answer from this check after 20 s" in traced.message and "torch.compile was tracing `forward`, the " in (
-        traced.message
-    ), traced
-    assert traced_later.message.startswith("stopped after") and "ex01.compiled.values ran out" in traced_later.message
-    assert traced_later.seconds < 15, traced_later
+    assert traced.message.startswith("stopped after") and "torch.compile was tracing `forward`" in traced.message
+    assert "where ex01.smoothed_ce.values ran out" in traced.message and traced.seconds < 15, traced
     assert "exited with code 3" in update.message and "exited with code 3" in no_sync.message, (update, no_sync)
 
 
