@@ -8,6 +8,8 @@ sandbox policy. Before it reads a byte of the notebook it:
 * drops every environment variable but a short allow-list, caps file sizes (and, on CPU, its memory),
   closes every file descriptor but its channel to the judge and a log file, and points ``HOME``,
   ``TMPDIR`` and every compile cache at its scratch folder;
+* answers ``STACK_SIGNAL`` by writing its threads' stacks (``faulthandler``) and the line Dynamo is tracing to its
+  log, where the judge reads where a check that ran out of time was stuck (``grader.stuck``);
 * enters the sandbox (``grader.sandbox``): it can write only in that scratch folder, read only the Python
   installation, the course's given code and the grader's worker-side modules, open no socket, and reach no
   process outside itself.
