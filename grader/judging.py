@@ -103,6 +103,13 @@ def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: fl
         raise ProtocolError(f"inconsistent answers: {what} differs from what the same code gave for the same inputs")
 
 
+def assert_answers_consistent(got, own, what: dict[str, str], rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """``assert_consistent`` for each tensor two answers (``grader.protocol.Answer``) hold under the same key:
+    ``what`` maps each key to the words a broken protocol names it by."""
+    for key, words in what.items():
+        assert_consistent(got.tensor(key), own.tensor(key), words, rtol=rtol, atol=atol)
+
+
 def linear_layers(*models: torch.nn.Module) -> int:
     """How many ``nn.Linear`` layers ``models`` hold: what one graph of their whole forward calls."""
     return sum(isinstance(m, torch.nn.Linear) for model in models for m in model.modules())

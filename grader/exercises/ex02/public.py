@@ -14,7 +14,7 @@ from torch import nn
 
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer, sample_rows
 from grader.exercises.ex02.probes import FAKE_HINT
-from grader.judging import assert_close, assert_consistent, linear_layers
+from grader.judging import assert_answers_consistent, assert_close, linear_layers
 from grader.registry import Measured, Shortfall, check
 
 IN_FEATURES = 32
@@ -151,14 +151,8 @@ def compiled_beside_eager(learner, probe: str, batches: dict[str, torch.Tensor],
     outputs (``ex02.scorer``) at a compiled graph's tolerance: answers made up beside the code break the protocol."""
     got = learner.ask(probe, {}, batches)
     own = learner.ask("ex02.scorer", {"batches": count, "grads": False}, batches)
-    for i in range(count):
-        assert_consistent(
-            got.tensor(f"out{i}"),
-            own.tensor(f"out{i}"),
-            f"the compiled FixedScorer's output on batch {i}",
-            rtol=1e-3,
-            atol=1e-5,
-        )
+    outputs = {f"out{i}": f"the compiled FixedScorer's output on batch {i}" for i in range(count)}
+    assert_answers_consistent(got, own, outputs, rtol=1e-3, atol=1e-5)
     return got
 
 

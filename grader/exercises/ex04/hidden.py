@@ -27,7 +27,7 @@ from grader.exercises.ex04.public import (
     per_sequence,
     weights,
 )
-from grader.judging import assert_close, assert_consistent, linear_layers
+from grader.judging import assert_answers_consistent, assert_close, linear_layers
 from grader.numbers import distinct
 from grader.registry import Measured, Shortfall, check
 from grader.speed import same_cores, time_baseline, time_once
@@ -87,14 +87,8 @@ def _counted(learner, ctx, warm: bool) -> tuple[int, str | None]:
     recompiled = got.text("recompiled", optional=True, limit=400)
     if recompiled is None:
         own = ask_batches(learner, "ex04.outputs", stream, model, compiled=True)
-        for name in stream:
-            assert_consistent(
-                got.tensor(f"{name}.out"),
-                own.tensor(f"{name}.out"),
-                f"the counted stream's output on {name}",
-                rtol=1e-4,
-                atol=1e-6,
-            )
+        outputs = {f"{name}.out": f"the counted stream's output on {name}" for name in stream}
+        assert_answers_consistent(got, own, outputs, rtol=1e-4, atol=1e-6)
     if recompiled is None and (warm or got.value("frames", int) <= MAX_COMPILES):  # the cliff has its own message
         _all_compiled(got, "the hidden stream")
     return got.value("frames", int), recompiled
