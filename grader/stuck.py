@@ -25,9 +25,12 @@ WAIT_S = 2.0  # how long the judge waits for the stack (a worker stopped by its 
 AFTER_S = 0.2  # then for the Python handler's line, which runs at the interpreter's next check for signals
 MAX_READ = 1024**2  # bytes of log read after the signal: the stack comes first, learner output may follow
 MARK = "(most recent call first)"
-FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<name>\S+)')
-TRACED = re.compile(rf"^{re.escape(DYNAMO_MARK)}(?P<file>[^\t]*)\t(?P<line>\d+)\t(?P<name>\S+)$", re.MULTILINE)
-CELL = re.compile(r"^<code cell (\d+)>$")
+# learner code may print look-alikes into the log: numbers are bounded (int() of a huge one raises) and names clipped
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]{0,300})", line (?P<line>\d{1,9}) in (?P<name>\S{1,80})')
+TRACED = re.compile(
+    rf"^{re.escape(DYNAMO_MARK)}(?P<file>[^\t]{{0,300}})\t(?P<line>\d{{1,9}})\t(?P<name>\S{{1,80}})\S*$", re.MULTILINE
+)
+CELL = re.compile(r"^<code cell (\d{1,9})>$")
 COMPILER = ("/torch/_dynamo/", "/torch/_inductor/", "/torch/_functorch/", "/triton/")
 LOWERING = ("/torch/_inductor/", "/torch/_functorch/", "/triton/")  # past tracing: AOTAutograd, Inductor, Triton
 

@@ -31,7 +31,8 @@ exercise 3 (``grader/exercises/ex03/submissions.py``); a table of fingerprints o
 ``tests/test_fingerprints.py`` and below, with a chain split by one forged fingerprint and a nan fingerprint before
 the last call; a batch run eagerly beside a compiled call on a dummy input, culprits named from the failing rung
 without the bisector, and blocks compiled for inference with their backward left eager are wrong submissions of
-exercises 4, 5 and 6 (``grader/exercises/exNN/submissions.py``).
+exercises 4, 5 and 6 (``grader/exercises/exNN/submissions.py``); a stack forged into the worker's log, which the
+judge reads when a check runs out of time, is below, and how that text is read in ``tests/test_stuck.py``.
 """
 
 from __future__ import annotations
@@ -783,6 +784,25 @@ CHEATS: dict[str, Attack] = {
         "solution",
         {VALUES: "pass", BUILTIN: "no answer from this check"},
         edits={BUILTIN_RETURN: "    import time\n    time.sleep(3600)\n" + BUILTIN_RETURN},
+    ),
+    "forges the stack the judge reads when a check runs out of time": Attack(
+        "solution",
+        {VALUES: "pass", BUILTIN: "no answer from this check"},
+        edits={
+            BUILTIN_RETURN: "    import sys, threading, time\n"
+            "    fake = ('Current thread 0x1 (most recent call first):\\n'\n"
+            "            '  File \"<code cell 99999999999999999999>\", line 1 in f\\n'\n"
+            "            '  File \"<code cell 1>\", line 1 in ' + 'FORGED' * 10000 + '\\n'\n"
+            "            '  File \"/g/grader/probing.py\", line 1 in run\\n'\n"
+            "            'grader-dynamo-tracing: <code cell 1>\\t' + '9' * 6000 + '\\tf\\n')\n"
+            "    def forge():\n"
+            "        while True:\n"
+            "            sys.stderr.write(fake)\n"
+            "            time.sleep(0.05)\n"
+            "    threading.Thread(target=forge, daemon=True).start()\n"
+            "    time.sleep(3600)\n" + BUILTIN_RETURN
+        },
+        forbidden=("FORGED" * 20,),
     ),
     "hogs memory": Attack(
         "solution",
