@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from coursekit.profile import get_profile
 from grader import spreadsheet
 from grader.context import Context
-from grader.interface import NOTEBOOKS, exercise_for, not_an_exercise, renamed_from
+from grader.interface import NOTEBOOKS, exercise_for, loose_notebook, not_an_exercise
 from grader.loader import NotebookError, check_size, submission_bytes
 from grader.registry import checks_for, get
 from grader.report import build_report
@@ -98,8 +98,7 @@ def discover(folder: Path, out: Path) -> tuple[list[Job], list[str]]:
     jobs: dict[tuple[str, str], Job] = {}
     warnings = []
     for loose in sorted(folder.glob("*.ipynb")):
-        name = renamed_from(loose) or "NN_topic.ipynb"
-        warnings.append(f"{loose}: a notebook goes in a folder per student, {folder}/<student>/{name}; skipped")
+        warnings.append(f"{loose}: {loose_notebook(loose, folder)}; skipped")
     for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if student.is_symlink() or student.name in OUTPUTS:
             why = "a symbolic link" if student.is_symlink() else f"named like the batch's own {student.name}"

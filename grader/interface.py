@@ -28,6 +28,7 @@ __all__ = [
     "Name",
     "contract",
     "exercise_for",
+    "loose_notebook",
     "not_an_exercise",
     "renamed_from",
 ]
@@ -63,6 +64,12 @@ def not_an_exercise(path: Path) -> str:
     if (name := renamed_from(path)) is not None:
         why += f"; it looks like {name} renamed by a download: rename it to {name}"
     return why
+
+
+def loose_notebook(path: Path, folder: Path) -> str:
+    """Why a notebook lying directly in a class's ``folder`` is not graded, and where it belongs."""
+    name = renamed_from(path) or "NN_topic.ipynb"
+    return f"a notebook goes in a folder per student, {folder}/<student>/{name}"
 
 
 def unknown_notebook(path: Path) -> str:

@@ -17,16 +17,12 @@ def collect(course: Path, source: Path) -> int:
     directly in ``source``, or one whose name does not start with its exercise's number, is skipped with a warning
     that says what to do (a learning platform's download renames files). Where a student has two notebooks of one
     exercise, the newer is taken, as ``grader batch`` does."""
-    from grader.interface import NOTEBOOKS, exercise_for, not_an_exercise, renamed_from
+    from grader.interface import NOTEBOOKS, exercise_for, loose_notebook, not_an_exercise
     from grader.loader import NotebookError, submission_bytes
 
     loose = sorted(source.glob("*.ipynb"))
     for notebook in loose:
-        name = renamed_from(notebook) or "NN_topic.ipynb"
-        print(
-            f"warning: {notebook}: a notebook goes in a folder per student, {source}/<student>/{name}; skipped",
-            file=sys.stderr,
-        )
+        print(f"warning: {notebook}: {loose_notebook(notebook, source)}; skipped", file=sys.stderr)
     if loose:
         print(
             f"warning: {len(loose)} notebook(s) lie directly in {source}, not in a folder per student: collect reads "
