@@ -53,9 +53,10 @@ help:  ## list the targets
 # machines, which reach PyPI only.
 TORCH_INDEX ?=
 TORCH_PINS = $(shell grep -E '^(torch|torchvision)==' requirements.txt)
+CPU_HINT = or, without an NVIDIA GPU, a CPU-only torch (no CUDA libraries): make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 setup:  ## create .venv with the pinned dependencies and this kit (editable; TORCH_INDEX=... for a CPU-only torch)
-	@test -x $(BIN)/python || $(PYTHON) -m tools.disk_room $(VENV) 7 "make setup"  # 6.4 GiB once installed
+	@test -x $(BIN)/python || $(if $(TORCH_INDEX),true,$(PYTHON) -m tools.disk_room $(VENV) 7 "make setup" "$(CPU_HINT)")  # 6.4 GiB installed; CPU-only torch: not measured
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"

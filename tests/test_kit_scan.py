@@ -58,3 +58,33 @@ def test_the_scan_lets_an_instructor_module_be_imported_only_inside_a_function(t
     assert _closed_imports(tmp_path) == ["grader/report.py imports grader.speed, which does not ship"]
     (tmp_path / "grader" / "report.py").write_text("def f():\n    from grader.nowhere import x\n")
     assert _closed_imports(tmp_path) == ["grader/report.py imports grader.nowhere, which does not ship"]
+
+
+def test_the_kit_setup_checks_the_disk_first_with_the_file_it_ships(tmp_path: Path) -> None:
+    """The kit's ``make setup`` runs ``tools/disk_room.py`` before it makes the venv: the file ships, runs from the
+    kit's root without a ``tools/__init__.py`` (with the system's ``python3``, as the kit's Makefile does), and
+    refuses a disk too small, naming the CPU-only way out."""
+    import subprocess
+
+    from tools.classroom.kit_contents import KIT_DISK_CHECK
+    from tools.classroom.kit_templates import KIT_MAKEFILE
+
+    files, _ = kit_files()
+    assert KIT_DISK_CHECK in files and not any(rel == "tools/__init__.py" for rel in files)
+    (tmp_path / "tools").mkdir()
+    shutil.copy2(files[KIT_DISK_CHECK], tmp_path / KIT_DISK_CHECK)
+    (tmp_path / "Makefile").write_text(KIT_MAKEFILE)
+    (tmp_path / "requirements.txt").write_text("torch==2.14.1\n")
+    planned = subprocess.run(["make", "-n", "setup"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    first = planned.splitlines()[0]
+    assert "-m tools.disk_room" in first and "TORCH_INDEX=" in first, planned
+    cpu = subprocess.run(["make", "-n", "setup", "TORCH_INDEX=x"], cwd=tmp_path, capture_output=True, text=True)
+    assert "tools.disk_room" not in cpu.stdout, "a CPU-only torch is smaller (not measured): no 7 GiB floor"
+    refused = subprocess.run(
+        ["python3", "-s", "-m", "tools.disk_room", ".venv", "1e9", "make setup", "or a CPU-only torch"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 1 and "needs about 1e+09 GiB" in refused.stderr, refused.stderr
+    assert refused.stderr.rstrip().endswith("; or a CPU-only torch"), refused.stderr

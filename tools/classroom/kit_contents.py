@@ -7,6 +7,7 @@ from pathlib import Path
 from tools.classroom.course import ROOT
 
 KIT = "tcip-learner-kit"
+KIT_DISK_CHECK = "tools/disk_room.py"  # standard library only; no tools/__init__.py ships (a namespace package)
 
 
 # Grader modules a learner needs to run the public checks in a notebook, `python -m grader` and
@@ -85,6 +86,7 @@ def kit_files() -> tuple[dict[str, Path], list[str]]:
             )
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         files[f"notebooks/{path.name}"] = path
+    files[KIT_DISK_CHECK] = ROOT / KIT_DISK_CHECK  # the kit's `make setup` runs it before the venv exists
     return files, warnings
 
 

@@ -81,11 +81,13 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(abspath .cache/inductor)
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu: torch and torchvision from PyTorch's CPU-only index first
 TORCH_INDEX ?=
 TORCH_PINS = $(shell grep -E '^(torch|torchvision)==' requirements.txt)
+CPU_HINT = or, without an NVIDIA GPU, a CPU-only torch (no CUDA libraries): make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 help:  ## list the targets (plain `make` does this; `make setup` installs, about 5 GB)
 \t@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 setup:  ## create .venv with the pinned dependencies and this kit (TORCH_INDEX=... for a CPU-only torch)
+\t@test -x $(BIN)/python || $(if $(TORCH_INDEX),true,$(PYTHON) -m tools.disk_room $(VENV) 7 "make setup" "$(CPU_HINT)")
 \t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 \t$(BIN)/python -m pip install --quiet --upgrade pip
 \t@echo "installing torch, torchvision, timm, JupyterLab and the rest of requirements.txt: torch brings its"
