@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import stat
@@ -75,12 +76,67 @@ def _sandboxed(pid: int) -> bool:
     return fields is not None and fields[0] and fields[1] > _JUDGE_FILTERS
 
 
+# When each worker the judge knows of started (psutil's create_time), by pid: this judge's own (``track``, as each
+# starts, before it runs learner code) and other judges' (``grader.machine_lock``, read with their start time).
+_STARTED: dict[int, float] = {}
+SAME_START_S = 0.01  # create_time counts clock ticks (10 ms): one process read twice agrees to far less than this
+
+
+def track(pid: int, started: float | None = None) -> None:
+    """Remember which process the worker ``pid`` is: the one that started at ``started`` (psutil's create_time), or
+    the live one now. Every later look-up of ``pid`` (``root``) checks that it is still that process."""
+    with contextlib.suppress(psutil.Error):
+        _STARTED[pid] = started if started is not None else psutil.Process(pid).create_time()
+
+
+def root(pid: int) -> psutil.Process | None:
+    """The worker ``pid``, while it is the process that was ``track``-ed (a zombie not yet reaped still is), else
+    None. Learner code can end its worker whenever it likes, and a process it left behind can run the machine's
+    pid counter round (start and end threads) until the worker's number is the next to be given out: the number
+    may then name another learner's worker, a judge or a compiler, which a look-up by number alone would freeze,
+    sample or kill. A pid never tracked (a test's own child process) is taken as it is."""
+    try:
+        proc = psutil.Process(pid)
+        started = _STARTED.get(pid)
+        if started is not None and abs(proc.create_time() - started) >= SAME_START_S:
+            return None
+        return proc
+    except psutil.Error:
+        return None
+
+
+def signal_worker(pid: int, sig: int) -> bool:
+    """Send ``sig`` to the worker ``pid`` only if it is still that process (``root``), with no gap in which its
+    number could pass to another: a pidfd names one process for good, so it is checked after it is opened and the
+    signal then goes through it (where the kernel has no pidfds, before 5.3, the check comes just before the
+    signal). False if the worker is gone."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError as exc:
+        if exc.errno != errno.ENOSYS or root(pid) is None:
+            return False
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+            return True
+        return False
+    try:
+        if root(pid) is None:
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _groups_of(pids: set[int] | list[int]) -> dict[Path, cgroups.Group]:
-    """The worker cgroups (``grader.cgroups``) the processes ``pids`` are in, by folder."""
+    """The worker cgroups (``grader.cgroups``) the processes ``pids`` are in, by folder; a worker's only while it is
+    the process that was tracked, checked after its group is read (``root``)."""
     found: dict[Path, cgroups.Group] = {}
     for pid in pids:
         group = cgroups.of(pid)
-        if group is not None:
+        if group is not None and root(pid) is not None:
             found.setdefault(group.main, group)
     return found
 
@@ -92,10 +148,11 @@ def learner_processes(worker_pids: set[int], adopted: bool = True) -> list[psuti
     found: dict[int, psutil.Process] = {}
     for pid in worker_pids:
         with contextlib.suppress(psutil.Error):
-            root = psutil.Process(pid)
-            found[pid] = root
-            for child in root.children(recursive=True):
-                found[child.pid] = child
+            if (worker := root(pid)) is None:
+                continue
+            tree = {pid: worker} | {child.pid: child for child in worker.children(recursive=True)}
+            if root(pid) is not None:  # still the worker after the walk: the tree found is its own
+                found.update(tree)
     for group in _groups_of(worker_pids).values():
         for pid in group.members() - set(found):
             with contextlib.suppress(psutil.Error):
@@ -195,12 +252,12 @@ def _kill_trees_of(culprits: set[int], worker_pids: set[int], done: dict[int, ps
     """SIGKILL the sandboxed processes in the tree (and the cgroup) of each worker that one of ``culprits`` belongs
     to. Only a worker frozen as that very process (``done``; ``is_running`` compares start times) is touched: another
     judge may have ended its worker meanwhile, and its pid may now be some other process's."""
-    for root in worker_pids:
-        proc = done.get(root)
+    for worker_pid in worker_pids:
+        proc = done.get(worker_pid)
         with contextlib.suppress(psutil.Error):
             if proc is None or not proc.is_running():
                 continue
-            group = cgroups.of(root)
+            group = cgroups.of(worker_pid)
             tree = [proc, *proc.children(recursive=True)]
             if culprits & ({p.pid for p in tree} | (group.members() if group else set())):
                 if group is not None:
@@ -383,9 +440,11 @@ def unlinked_bytes(worker_pids: set[int], device: int) -> int | None:
 
 
 def gone(pid: int) -> bool:
-    """True if ``pid`` has exited (a zombie not yet reaped counts as gone)."""
+    """True if the worker ``pid`` has exited (a zombie not yet reaped counts as gone, and so does a number that now
+    names another process: ``root``)."""
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        worker = root(pid)
+        return worker is None or worker.status() == psutil.STATUS_ZOMBIE
     except psutil.Error:
         return True
 

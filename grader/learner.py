@@ -66,6 +66,14 @@ def _merge_into(source: Path, target: Path) -> None:
             os.replace(partial, here / name)
 
 
+def _end(worker: _Worker) -> None:
+    """Kill everything the worker started: its cgroup, known since it started (the number it had may name another
+    process once it is gone), then its tree and the orphans this judge adopted (``containment.end_all``)."""
+    if worker.group is not None:
+        worker.group.kill()
+    containment.end_all({worker.proc.pid} if worker.proc.pid else set())
+
+
 def _death(exitcode: int | None) -> str:
     import signal
 
@@ -195,6 +203,7 @@ class RemoteLearner:
         with scrubbed_environ(), main_not_imported():
             proc.start()
         child.close()
+        containment.track(proc.pid)  # before any learner code: which process this number names (containment.root)
         os.set_blocking(parent.fileno(), False)
         self._worker = _Worker(proc, parent, log, scratch, self._disk_start, group=self._group_for(proc.pid))
         machine_lock.register_worker(proc.pid)
@@ -245,7 +254,7 @@ class RemoteLearner:
             worker, self._worker = self._worker, None
             worker.watch_done.set()
         machine_lock.unregister_worker(worker.proc.pid)
-        containment.end_all({worker.proc.pid} if worker.proc.pid else set())
+        _end(worker)
         with contextlib.suppress(Exception):
             worker.proc.join(2)
         if worker.group is not None:
@@ -311,7 +320,11 @@ class RemoteLearner:
     def _check_limits(self) -> None:
         """Called while waiting on the worker: stop it if it is over a limit (``_over_limits``), or if the watch
         stopped it between requests."""
-        stopped = self._worker.stopped_because if self._worker is not None else None
+        worker = self._worker
+        stopped = worker.stopped_because if worker is not None else None
+        if worker is not None and not stopped and containment.gone(worker.proc.pid):
+            _end(worker)  # a process it left holds the channel open: ended, the channel closes and says how it died
+            return
         why = stopped or self._over_limits(self.pids(), self._scratch, self._disk_start)
         if why:
             raise self._lost(why)
@@ -357,13 +370,13 @@ class RemoteLearner:
                     if worker.watch_done.is_set():
                         return
                     if containment.gone(worker.proc.pid):  # its orphans: adopted by this judge, frozen by no other
-                        containment.end_all({worker.proc.pid})
+                        _end(worker)
                         return
                     with machine_lock.unless_timing() as free:  # the kill too: no judge times while it runs
                         why = self._over_limits({worker.proc.pid}, worker.scratch, worker.disk_start) if free else None
                         if why:
                             worker.stopped_because = why
-                            containment.end_all({worker.proc.pid})
+                            _end(worker)
                             return
             except Exception as exc:  # a poll that failed (a process gone mid-read, a folder removed): try again
                 if not self._watch_failed:

@@ -70,12 +70,15 @@ def _other_workers() -> set[int]:
     """Live grading workers of other judges on this machine (checked against their recorded start time)."""
     import psutil
 
+    from grader import containment
+
     found: set[int] = set()
     for entry in (_folder() / "workers").glob("*"):
         with contextlib.suppress(OSError, ValueError, psutil.Error):
             judge, started = entry.read_text().split()
             pid = int(entry.name)
             if int(judge) != os.getpid() and abs(psutil.Process(pid).create_time() - float(started)) < 0.01:
+                containment.track(pid, float(started))  # every later look-up checks it is still that process
                 found.add(pid)
                 continue
             if not psutil.pid_exists(int(judge)):

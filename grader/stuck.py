@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import os
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import containment
 from grader.worker import DYNAMO_MARK, STACK_SIGNAL
 
 WAIT_S = 2.0  # how long the judge waits for the stack (a worker stopped by its own code never writes one)
@@ -58,8 +58,9 @@ def stack_of(pid: int, log: Path, wait_s: float = WAIT_S) -> str:
     """Ask the worker ``pid`` for its threads' stacks and return what it appended to ``log`` ("" if none came)."""
     try:
         start = log.stat().st_size
-        os.kill(pid, STACK_SIGNAL)
     except OSError:
+        return ""
+    if not containment.signal_worker(pid, STACK_SIGNAL):  # gone: its number may name another process by now
         return ""
 
     def read() -> str:

@@ -228,3 +228,77 @@ def test_a_dead_workers_orphans_are_ended_without_waiting_for_a_request(
         while containment.learner_processes(set()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not containment.learner_processes(set()), "the orphan of a dead worker lived on until the next request"
+
+
+def test_a_workers_number_that_names_another_process_now_is_left_alone(tmp_path: Path) -> None:
+    """Learner code can end its worker whenever it likes, and a process it leaves can run the machine's pid counter
+    round until the worker's number is the next one given out (a red team, session 42): the judge, which sampled,
+    froze and killed its worker by number, would then have sampled, frozen or killed whatever took the number,
+    another learner's worker or judge. Every look-up now checks the process is the one that started under that
+    number (``containment.track``, ``root``). Here a process stands for the one that took the number: it is recorded
+    as a worker that started 5 s before it did."""
+    import signal
+
+    import psutil
+
+    from grader import stuck
+
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        containment.track(victim.pid, psutil.Process(victim.pid).create_time() - 5.0)
+        assert containment.root(victim.pid) is None and containment.gone(victim.pid)
+        assert containment.learner_processes({victim.pid}, adopted=False) == []
+        assert containment.tree_usage({victim.pid}) == (0, 0)
+        assert not containment.signal_worker(victim.pid, signal.SIGUSR1)  # its default action would end it
+        log = tmp_path / "worker.log"
+        log.write_text("")
+        assert stuck.stack_of(victim.pid, log, wait_s=0.2) == ""
+        with containment.stopped({victim.pid}) as count:
+            assert count == 0 and psutil.Process(victim.pid).status() != psutil.STATUS_STOPPED
+        containment.end_all({victim.pid})
+        assert victim.poll() is None, "the process that took a dead worker's number was killed"
+        containment.track(victim.pid)  # recorded as it is: it is the worker now, and every look-up finds it
+        assert containment.root(victim.pid) is not None and not containment.gone(victim.pid)
+        assert containment.signal_worker(victim.pid, signal.SIGTERM) and victim.wait(5) == -signal.SIGTERM
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+# learner code that ends its worker at once while a process it forked keeps the worker's end of the judge's channel
+# open: no end of file reaches the judge, which waited out the whole limit (then signalled and killed by the
+# worker's number, which by then the red team's process had handed to another)
+EXIT_HOLDING_THE_CHANNEL = """
+import os
+import time
+
+
+def _leave():
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+
+
+LEAVE = _leave()
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_that_ends_while_a_process_it_left_holds_the_channel_fails_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
+    limits = Limits(memory_bytes=4 << 30, check_timeout_s=30)
+    with RemoteLearner(
+        [EXIT_HOLDING_THE_CHANNEL],
+        "ex00",
+        get_profile("smoke"),
+        limits,
+        report=sandbox_report("prefer"),
+        workdir=tmp_path,
+    ) as learner:
+        started = time.monotonic()
+        with pytest.raises(WorkerLost, match="exited with code 0"):
+            learner.start()
+        assert time.monotonic() - started < 20, "it waited for the load's time-out instead"
+        assert not containment.learner_processes(set()), "the process it left lived on"
