@@ -6,6 +6,7 @@ test runs it in ``make test-fast``, so a grader helper named like an interface n
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -75,10 +76,12 @@ def test_the_kit_setup_checks_the_disk_first_with_the_file_it_ships(tmp_path: Pa
     shutil.copy2(files[KIT_DISK_CHECK], tmp_path / KIT_DISK_CHECK)
     (tmp_path / "Makefile").write_text(KIT_MAKEFILE)
     (tmp_path / "requirements.txt").write_text("torch==2.14.1\n")
-    planned = subprocess.run(["make", "-n", "setup"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "TORCH_INDEX", "VENV")}
+    dry_run = ["make", "--no-print-directory", "-n", "setup"]  # as a learner types it, not inside `make test`
+    planned = subprocess.run(dry_run, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
     first = planned.splitlines()[0]
     assert "-m tools.disk_room" in first and "TORCH_INDEX=" in first, planned
-    cpu = subprocess.run(["make", "-n", "setup", "TORCH_INDEX=x"], cwd=tmp_path, capture_output=True, text=True)
+    cpu = subprocess.run([*dry_run, "TORCH_INDEX=x"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "tools.disk_room" not in cpu.stdout, "a CPU-only torch is smaller (not measured): no 7 GiB floor"
     refused = subprocess.run(
         ["python3", "-s", "-m", "tools.disk_room", ".venv", "1e9", "make setup", "or a CPU-only torch"],
