@@ -76,17 +76,27 @@ def _sandboxed(pid: int) -> bool:
     return fields is not None and fields[0] and fields[1] > _JUDGE_FILTERS
 
 
-# When each worker the judge knows of started (psutil's create_time), by pid: this judge's own (``track``, as each
-# starts, before it runs learner code) and other judges' (``grader.machine_lock``, read with their start time).
-_STARTED: dict[int, float] = {}
-SAME_START_S = 0.01  # create_time counts clock ticks (10 ms): one process read twice agrees to far less than this
+# When each worker the judge knows of started, in clock ticks since boot (``start_ticks``), by pid: this judge's own
+# (``track``, as each starts, before it runs learner code) and other judges' (``grader.machine_lock`` lists them).
+_STARTED: dict[int, int] = {}
 
 
-def track(pid: int, started: float | None = None) -> None:
-    """Remember which process the worker ``pid`` is: the one that started at ``started`` (psutil's create_time), or
-    the live one now. Every later look-up of ``pid`` (``root``) checks that it is still that process."""
-    with contextlib.suppress(psutil.Error):
-        _STARTED[pid] = started if started is not None else psutil.Process(pid).create_time()
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s ``starttime``, which psutil
+    also uses to tell processes apart), or None once it is gone. Unlike a time of day it never moves with the
+    system clock, so a process read twice gives the same number."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat_line[stat_line.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def track(pid: int, started: int | None = None) -> None:
+    """Remember which process the worker ``pid`` is: the one that started at ``started`` (``start_ticks``), or the
+    live one now. Every later look-up of ``pid`` (``root``) checks that it is still that process."""
+    if (ticks := started if started is not None else start_ticks(pid)) is not None:
+        _STARTED[pid] = ticks
 
 
 def root(pid: int) -> psutil.Process | None:
@@ -97,12 +107,12 @@ def root(pid: int) -> psutil.Process | None:
     sample or kill. A pid never tracked (a test's own child process) is taken as it is."""
     try:
         proc = psutil.Process(pid)
-        started = _STARTED.get(pid)
-        if started is not None and abs(proc.create_time() - started) >= SAME_START_S:
-            return None
-        return proc
     except psutil.Error:
         return None
+    started = _STARTED.get(pid)
+    if started is not None and start_ticks(pid) != started:  # read after the lookup: it was this one all along
+        return None
+    return proc
 
 
 def signal_worker(pid: int, sig: int) -> bool:

@@ -50,15 +50,17 @@ def _off() -> bool:
 
 
 def register_worker(pid: int) -> None:
-    """List a live grading worker of this judge (``unregister_worker`` when it ends)."""
+    """List a live grading worker of this judge, with when it started (``unregister_worker`` when it ends)."""
     if _off():
         return
-    import psutil
+    from grader import containment
 
-    with contextlib.suppress(OSError, psutil.Error):
+    with contextlib.suppress(OSError):
+        if (started := containment.start_ticks(pid)) is None:
+            return
         folder = _folder() / "workers"
         folder.mkdir(mode=0o700, exist_ok=True)
-        (folder / str(pid)).write_text(f"{os.getpid()} {psutil.Process(pid).create_time()}")
+        (folder / str(pid)).write_text(f"{os.getpid()} {started}")
 
 
 def unregister_worker(pid: int) -> None:
@@ -67,18 +69,19 @@ def unregister_worker(pid: int) -> None:
 
 
 def _other_workers() -> set[int]:
-    """Live grading workers of other judges on this machine (checked against their recorded start time)."""
+    """Live grading workers of other judges on this machine (checked against their recorded start, in clock ticks
+    since boot: a pid alone may have passed to another process)."""
     import psutil
 
     from grader import containment
 
     found: set[int] = set()
     for entry in (_folder() / "workers").glob("*"):
-        with contextlib.suppress(OSError, ValueError, psutil.Error):
+        with contextlib.suppress(OSError, ValueError):
             judge, started = entry.read_text().split()
             pid = int(entry.name)
-            if int(judge) != os.getpid() and abs(psutil.Process(pid).create_time() - float(started)) < 0.01:
-                containment.track(pid, float(started))  # every later look-up checks it is still that process
+            if int(judge) != os.getpid() and containment.start_ticks(pid) == int(started):
+                containment.track(pid, int(started))  # every later look-up checks it is still that process
                 found.add(pid)
                 continue
             if not psutil.pid_exists(int(judge)):

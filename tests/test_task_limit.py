@@ -236,7 +236,7 @@ def test_a_workers_number_that_names_another_process_now_is_left_alone(tmp_path:
     froze and killed its worker by number, would then have sampled, frozen or killed whatever took the number,
     another learner's worker or judge. Every look-up now checks the process is the one that started under that
     number (``containment.track``, ``root``). Here a process stands for the one that took the number: it is recorded
-    as a worker that started 5 s before it did."""
+    as a worker that started 500 clock ticks before it did."""
     import signal
 
     import psutil
@@ -245,7 +245,7 @@ def test_a_workers_number_that_names_another_process_now_is_left_alone(tmp_path:
 
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        containment.track(victim.pid, psutil.Process(victim.pid).create_time() - 5.0)
+        containment.track(victim.pid, containment.start_ticks(victim.pid) - 500)  # clock ticks: 5 s at 100 a second
         assert containment.root(victim.pid) is None and containment.gone(victim.pid)
         assert containment.learner_processes({victim.pid}, adopted=False) == []
         assert containment.tree_usage({victim.pid}) == (0, 0)
@@ -302,3 +302,26 @@ def test_a_worker_that_ends_while_a_process_it_left_holds_the_channel_fails_at_o
             learner.start()
         assert time.monotonic() - started < 20, "it waited for the load's time-out instead"
         assert not containment.learner_processes(set()), "the process it left lived on"
+
+
+def test_another_judges_worker_counts_only_while_its_number_names_the_process_that_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge freezes other judges' workers while it times (``machine_lock``): each is listed with when it started,
+    in clock ticks since boot, and one whose number now names a process that started at another time is not one."""
+    from grader import machine_lock
+
+    monkeypatch.setenv(machine_lock.DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(machine_lock.LOCK_ENV, raising=False)
+    workers = tmp_path / "workers"
+    workers.mkdir()
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = containment.start_ticks(worker.pid)
+        (workers / str(worker.pid)).write_text(f"{os.getppid()} {started}")  # another judge's (a live one)
+        assert machine_lock._other_workers() == {worker.pid} and containment.root(worker.pid) is not None
+        (workers / str(worker.pid)).write_text(f"{os.getppid()} {started - 500}")  # the worker that had the number
+        assert machine_lock._other_workers() == set()
+    finally:
+        worker.kill()
+        worker.wait()
