@@ -118,26 +118,29 @@ def root(pid: int) -> psutil.Process | None:
 def signal_worker(pid: int, sig: int) -> bool:
     """Send ``sig`` to the worker ``pid`` only if it is still that process (``root``), with no gap in which its
     number could pass to another: a pidfd names one process for good, so it is checked after it is opened and the
-    signal then goes through it (where the kernel has no pidfds, before 5.3, the check comes just before the
-    signal). False if the worker is gone."""
+    signal then goes through it (where there are no pidfds, before Linux 5.3 or on another system, the check comes
+    just before the signal). False if the worker is gone."""
     try:
-        fd = os.pidfd_open(pid)
+        fd: int | None = os.pidfd_open(pid)
+    except AttributeError:  # not Linux
+        fd = None
     except OSError as exc:
-        if exc.errno != errno.ENOSYS or root(pid) is None:
+        if exc.errno != errno.ENOSYS:  # gone
             return False
-        with contextlib.suppress(OSError):
-            os.kill(pid, sig)
-            return True
-        return False
+        fd = None  # Linux before 5.3
     try:
         if root(pid) is None:
             return False
-        signal.pidfd_send_signal(fd, sig)
+        if fd is None:
+            os.kill(pid, sig)
+        else:
+            signal.pidfd_send_signal(fd, sig)
         return True
     except OSError:
         return False
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def _groups_of(pids: set[int] | list[int]) -> dict[Path, cgroups.Group]:

@@ -237,6 +237,7 @@ def test_a_workers_number_that_names_another_process_now_is_left_alone(tmp_path:
     another learner's worker or judge. Every look-up now checks the process is the one that started under that
     number (``containment.track``, ``root``). Here a process stands for the one that took the number: it is recorded
     as a worker that started 500 clock ticks before it did."""
+    import errno
     import signal
 
     import psutil
@@ -259,7 +260,10 @@ def test_a_workers_number_that_names_another_process_now_is_left_alone(tmp_path:
         assert victim.poll() is None, "the process that took a dead worker's number was killed"
         containment.track(victim.pid)  # recorded as it is: it is the worker now, and every look-up finds it
         assert containment.root(victim.pid) is not None and not containment.gone(victim.pid)
-        assert containment.signal_worker(victim.pid, signal.SIGTERM) and victim.wait(5) == -signal.SIGTERM
+        assert containment.signal_worker(victim.pid, signal.SIGCONT), "through a pidfd"
+        with pytest.MonkeyPatch.context() as mp:  # Linux before 5.3: checked, then a plain kill
+            mp.setattr(os, "pidfd_open", lambda pid: (_ for _ in ()).throw(OSError(errno.ENOSYS, "no pidfds")))
+            assert containment.signal_worker(victim.pid, signal.SIGTERM) and victim.wait(5) == -signal.SIGTERM
     finally:
         victim.kill()
         victim.wait()
