@@ -10,7 +10,8 @@ submission with a protocol flag; ``untouched`` paths (relative to the repository
 same after grading, and ``absent`` ones must not exist. ``tests/test_integrity.py`` runs them all.
 
 New tricks belong here: every cheat ever found becomes a case. Attacks that act outside any check (a bomb that
-starts between requests, one that first stops its own worker, a worker that dies leaving processes behind) need a
+starts between requests, one that first stops its own worker, a worker that dies leaving processes behind, one that
+ends while a process it left holds the judge's channel open, a dead worker's pid taken by another process) need a
 worker driven step by step, and are in ``tests/test_task_limit.py``; a freeze undone from outside is in
 ``tests/test_freeze.py`` and ``tests/test_cgroups.py``; what is handed in instead of a notebook (a link to a
 solution, a pipe, a folder, a notebook that takes gigabytes to parse) is in ``tests/test_submitted_files.py`` and
