@@ -90,6 +90,9 @@ def fixture(exercise: str, name: str) -> torch.Tensor:
     return fixtures(exercise)[name]
 
 
+INCONSISTENT = "inconsistent answers"  # how a broken protocol's reason starts when two answers disagree
+
+
 def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     """A structure probe's values must be the ones the learner's code gives for the same inputs when asked
     directly: answers made up without running the code break the protocol (the submission is zeroed with a flag).
@@ -100,7 +103,7 @@ def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: fl
     if tuple(seen.shape) != tuple(own.shape) or not torch.allclose(
         seen.double(), own.double(), rtol=rtol, atol=atol, equal_nan=True
     ):
-        raise ProtocolError(f"inconsistent answers: {what} differs from what the same code gave for the same inputs")
+        raise ProtocolError(f"{INCONSISTENT}: {what} differs from what the same code gave for the same inputs")
 
 
 def assert_answers_consistent(got, own, what: dict[str, str], rtol: float = 1e-5, atol: float = 1e-6) -> None:

@@ -628,6 +628,13 @@ FILLED = _fill()
 """
 
 CHEATS: dict[str, Attack] = {
+    # not a cheat: honest code whose answer changes from call to call reads as a forged one, and its message says so
+    "a loss with noise in it, so its answers differ from call to call": Attack(
+        "solution",
+        {TRAFFIC: "draws random numbers"},
+        edits={RETURN: RETURN + " + 1e-3 * torch.rand((), device=logits.device)"},
+        flagged=True,
+    ),
     "walks the frames to the result channel and reports every check passed": Attack(
         "exercise", {VALUES: "fail", SPEED: "fail", BUILTIN: "fail"}, cells=(FRAME_WALK,), flagged=True
     ),
