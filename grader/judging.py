@@ -91,6 +91,17 @@ def fixture(exercise: str, name: str) -> torch.Tensor:
 
 
 INCONSISTENT = "inconsistent answers"  # how a broken protocol's reason starts when two answers disagree
+NOT_REPEATABLE = (
+    "the grader asks your code the same thing twice and got two answers. Code that draws random numbers (dropout "
+    "left in training mode, torch.rand) or keeps state that changes its output from call to call does this, and so "
+    "does an answer made up without running the code"
+)
+
+
+def protocol_cause(why: str) -> str:
+    """What may have broken the protocol, for a learner: ``NOT_REPEATABLE`` where two answers disagreed (forged
+    answers look like this, and so does honest code that is not repeatable), else tampering with the worker."""
+    return NOT_REPEATABLE if why.startswith(INCONSISTENT) else "learner code tampered with the grading worker"
 
 
 def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: float = 1e-5, atol: float = 1e-6) -> None:

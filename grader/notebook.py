@@ -175,7 +175,10 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
             time.perf_counter() - start,
         )
     except ProtocolError as exc:  # in the grader this zeroes the submission; here it is feedback
-        result = CheckResult.failed(check, f"the grader would flag this: {exc}", time.perf_counter() - start)
+        from grader.judging import INCONSISTENT, NOT_REPEATABLE
+
+        hint = f" ({NOT_REPEATABLE})" if str(exc).startswith(INCONSISTENT) else ""
+        result = CheckResult.failed(check, f"the grader would flag this: {exc}{hint}", time.perf_counter() - start)
     text, record = describe(result, check, _CONTEXT)
     _publish(text, record)
     if not result.passed:

@@ -87,20 +87,12 @@ def is_reference_solution(notebook: Path) -> bool:
 
 
 def _zero_all(grade: NotebookGrade, order: list[str], why: str) -> None:
-    from grader.judging import INCONSISTENT
+    from grader.judging import INCONSISTENT, protocol_cause
 
-    if why.startswith(INCONSISTENT):  # forged answers look like this, and so does honest code that is not repeatable
-        message = (
-            f"the grading protocol was broken ({why}): the grader asks your code the same thing twice and got two "
-            "answers. Code that draws random numbers (dropout left in training mode, torch.rand) or keeps state "
-            "that changes its output from call to call does this, and so does an answer made up without running "
-            "the code, so this submission scores zero and is flagged for an instructor, who can tell the two apart"
-        )
-    else:
-        message = (
-            f"the grading protocol was broken ({why}): learner code tampered with the grading worker, so this "
-            "submission scores zero and is flagged for an instructor"
-        )
+    message = (
+        f"the grading protocol was broken ({why}): {protocol_cause(why)}, so this submission scores zero and is "
+        "flagged for an instructor" + (", who can tell the two apart" if why.startswith(INCONSISTENT) else "")
+    )
     grade.results = [CheckResult.failed(get(cid), message) for cid in order]
     grade.flags.append({"cell": 0, "line": 0, "kind": "protocol", "message": why})
 

@@ -70,3 +70,15 @@ def test_a_wrong_custom_op_is_named_as_the_culprit_where_the_model_around_it_is_
         expect_cases(learner, cases, grads=False)
     assert asked == [False, True], "the grader asks again, with its own calibrate, only after a mismatch"
     assert (CALIBRATE_HINT in str(failed.value)) == model_right, str(failed.value)
+
+
+def test_a_broken_protocol_names_its_likely_cause() -> None:
+    """Two answers that disagree may be forged, or honest code that is not repeatable: the message names both; any
+    other broken protocol (an answer nobody asked for, a malformed one) is tampering."""
+    from grader.judging import NOT_REPEATABLE, assert_consistent, protocol_cause
+    from grader.protocol import ProtocolError
+
+    with pytest.raises(ProtocolError) as caught:
+        assert_consistent(torch.tensor([1.0]), torch.tensor([1.1]), "the loss")
+    assert protocol_cause(str(caught.value)) == NOT_REPEATABLE and "random numbers" in NOT_REPEATABLE
+    assert "tampered" in protocol_cause("the worker sent a message nobody asked for")
