@@ -99,8 +99,9 @@ NOT_REPEATABLE = (
 
 
 def protocol_cause(why: str) -> str:
-    """What may have broken the protocol, for a learner: ``NOT_REPEATABLE`` where two answers disagreed (forged
-    answers look like this, and so does honest code that is not repeatable), else tampering with the worker."""
+    """What may have broken the protocol, for a learner (the grader's report and a notebook's own check say it the
+    same way): ``NOT_REPEATABLE`` where two answers disagreed (forged answers look like this, and so does honest code
+    that is not repeatable), else tampering with the worker."""
     return NOT_REPEATABLE if why.startswith(INCONSISTENT) else "learner code tampered with the grading worker"
 
 

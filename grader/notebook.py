@@ -175,10 +175,10 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
             time.perf_counter() - start,
         )
     except ProtocolError as exc:  # in the grader this zeroes the submission; here it is feedback
-        from grader.judging import INCONSISTENT, NOT_REPEATABLE
+        from grader.judging import protocol_cause
 
-        hint = f" ({NOT_REPEATABLE})" if str(exc).startswith(INCONSISTENT) else ""
-        result = CheckResult.failed(check, f"the grader would flag this: {exc}{hint}", time.perf_counter() - start)
+        why = f"the grader would flag this: {exc} ({protocol_cause(str(exc))})"
+        result = CheckResult.failed(check, why, time.perf_counter() - start)
     text, record = describe(result, check, _CONTEXT)
     _publish(text, record)
     if not result.passed:

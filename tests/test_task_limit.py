@@ -189,6 +189,13 @@ def test_the_watch_polls_unless_another_judge_is_timing(tmp_path: Path, monkeypa
         assert free
 
 
+def _sandboxed_learner(cell: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RemoteLearner:
+    """A learner of exercise 0 whose notebook is ``cell``, its worker sandboxed as in a grading (30 s a check)."""
+    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
+    limits, report = Limits(memory_bytes=4 << 30, check_timeout_s=30), sandbox_report("prefer")
+    return RemoteLearner([cell], "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path)
+
+
 # learner code whose worker dies a second after loading, leaving a process behind: an orphan the judge adopts, which
 # no other judge's speed check would freeze (they freeze the trees of live workers)
 ORPHAN_AFTER_LOAD = """
@@ -212,12 +219,7 @@ LEAVE = threading.Thread(target=_leave, daemon=True).start()
 def test_a_dead_workers_orphans_are_ended_without_waiting_for_a_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
-    limits = Limits(memory_bytes=4 << 30, check_timeout_s=30)
-    report = sandbox_report("prefer")
-    with RemoteLearner(
-        [ORPHAN_AFTER_LOAD], "ex00", get_profile("smoke"), limits, report=report, workdir=tmp_path
-    ) as learner:
+    with _sandboxed_learner(ORPHAN_AFTER_LOAD, tmp_path, monkeypatch) as learner:
         learner.start()
         worker = learner._worker
         deadline = time.monotonic() + 30
@@ -291,16 +293,7 @@ LEAVE = _leave()
 def test_a_worker_that_ends_while_a_process_it_left_holds_the_channel_fails_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(learner_module, "SEED_ROOT", tmp_path / "no-seed")
-    limits = Limits(memory_bytes=4 << 30, check_timeout_s=30)
-    with RemoteLearner(
-        [EXIT_HOLDING_THE_CHANNEL],
-        "ex00",
-        get_profile("smoke"),
-        limits,
-        report=sandbox_report("prefer"),
-        workdir=tmp_path,
-    ) as learner:
+    with _sandboxed_learner(EXIT_HOLDING_THE_CHANNEL, tmp_path, monkeypatch) as learner:
         started = time.monotonic()
         with pytest.raises(WorkerLost, match="exited with code 0"):
             learner.start()
