@@ -51,17 +51,39 @@ def short_reason(reason) -> str:
     return f"{text}: {meaning}" if meaning else text
 
 
+# torch's explain reports a function Dynamo gave up on as 0 graphs, -1 breaks and no reason (torch 2.11 and 2.14)
+SKIPPED = (
+    "Dynamo skipped the whole function: it runs eagerly, with no graph. A graph break inside a for or while loop "
+    "does this (Dynamo cannot resume in the middle of a loop), so one print in a loop body turns compiling off "
+    "for everything around it. TORCH_LOGS=graph_breaks names the line; move it out of the loop or remove it"
+)
+
+
+def skipped(explanation) -> bool:
+    """Whether Dynamo gave up on the whole function (ran it eagerly), which explain reports as no graph and a break
+    count of -1 rather than as a break."""
+    return explanation.graph_count == 0 and explanation.graph_break_count < 0
+
+
 def break_count(explanation) -> int:
     """The graph breaks in a ``torch._dynamo.explain`` result. torch 2.14 can list a break reason and count 0
     breaks (a branch whose taken side runs no operation), so the larger of the two is the count."""
     return max(explanation.graph_break_count, len(explanation.break_reasons))
 
 
-def explain_counts(fn: Callable, *args) -> dict:
-    """``torch._dynamo.explain(fn)(*args)`` boiled down: graphs, breaks and short reasons."""
-    explanation = torch._dynamo.explain(fn)(*args)
+def summarise(explanation) -> dict:
+    """A ``torch._dynamo.explain`` result boiled down: graphs, breaks and short reasons. A function Dynamo skipped
+    whole counts one break, with ``SKIPPED`` as its reason: it is not compiled at all, which is worse than any
+    break, and a count of 0 would read as clean."""
+    if skipped(explanation):
+        return {"graphs": 0, "breaks": 1, "reasons": [SKIPPED]}
     return {
         "graphs": explanation.graph_count,
         "breaks": break_count(explanation),
         "reasons": [short_reason(r) for r in explanation.break_reasons],
     }
+
+
+def explain_counts(fn: Callable, *args) -> dict:
+    """``torch._dynamo.explain(fn)(*args)``, summarised (``summarise``)."""
+    return summarise(torch._dynamo.explain(fn)(*args))

@@ -11,7 +11,9 @@ Probes ship in the learner kit: in-notebook public checks run them in the learne
 
 from __future__ import annotations
 
+import linecache
 import math
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,16 +142,38 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+# Dynamo raises from its own frames and names the learner's line in its message instead ("from user code:")
+_DYNAMO_USER_CODE = re.compile(r'File "<code cell (\d+)>", line (\d+), in (\S+)')
+
+
 def where_in_notebook(exc: BaseException) -> str:
     """' (in `fn`, the 5th code cell, line 3: `x = ...`)' for the deepest frame in the notebook (JupyterLab numbers
-    no cells, and markdown cells are not counted)."""
+    no cells, and markdown cells are not counted); for an error Dynamo raised while tracing, the last notebook line
+    its message names."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<code cell ")]
-    if not frames:
+    if frames:
+        f = frames[-1]
+        cell, line, name, text = int(f.filename.removeprefix("<code cell ").removesuffix(">")), f.lineno, f.name, f.line
+    elif (type(exc).__module__ or "").startswith("torch._dynamo") and (
+        found := _DYNAMO_USER_CODE.findall(str(exc)[:20_000])
+    ):
+        cell, line, name = int(found[-1][0]), int(found[-1][1]), found[-1][2]
+        text = linecache.getline(f"<code cell {cell}>", line)
+    else:
         return ""
-    f = frames[-1]
-    cell = int(f.filename.removeprefix("<code cell ").removesuffix(">"))
-    where = f"`{f.name}`, " if f.name != "<module>" else ""
-    return f" (in {where}the {ordinal(cell)} code cell, line {f.lineno}: `{(f.line or '').strip()}`)"
+    where = f"`{name}`, " if name != "<module>" else ""
+    return f" (in {where}the {ordinal(cell)} code cell, line {line}: `{(text or '').strip()}`)"
+
+
+def gist_of(exc: BaseException, lines: list[str]) -> str:
+    """The line of an error message that says what went wrong: the first that names an error, or the first; for a
+    graph break Dynamo refused, its title and its explanation ("Failed to trace builtin operator: Dynamo does not
+    know how to trace builtin operator `print` ...")."""
+    if (type(exc).__module__ or "").startswith("torch._dynamo"):
+        explained = [ln.strip().removeprefix("Explanation:").strip() for ln in lines if "Explanation:" in ln]
+        if lines and explained:
+            return f"{lines[0].strip()}: {explained[0]}"[:300]
+    return next((ln.strip() for ln in lines if "Error" in ln), lines[0] if lines else "")[:300]
 
 
 def describe_error(exc: BaseException) -> dict[str, Any]:
@@ -170,7 +194,7 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
         "kind": "exception",
         "type": type(exc).__name__,
         "message": lines[0] if lines else "",
-        "gist": next((ln.strip() for ln in lines if "Error" in ln), lines[0] if lines else "")[:300],
+        "gist": gist_of(exc, lines),
         "where": where,
         "torch": module.startswith("torch"),
         "dynamo": module.startswith("torch._dynamo"),

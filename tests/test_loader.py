@@ -221,3 +221,19 @@ def test_a_format_3_notebook_cannot_show_jupyter_one_set_of_cells_and_the_grader
     assert [c.source for c in nbformat.read(path, as_version=4).cells] == ["raise NotImplementedError()"]
     with pytest.raises(NotebookError, match="not in notebook format 4"):
         load_notebook(path)
+
+
+def test_a_graph_break_fullgraph_refused_names_the_learners_line_and_dynamos_explanation() -> None:
+    """Dynamo raises from its own frames: the learner's line is found in its message, and the gist carries its
+    explanation, not only its title."""
+    import torch
+
+    from grader.probing import describe_error
+
+    loaded = load_cells(["def loss(x):\n    y = x.sin()\n    for part in 'ab':\n        print(part)\n    return y"])
+    torch.compiler.reset()
+    with pytest.raises(Exception) as info:
+        torch.compile(loaded.namespace["loss"], backend="eager", fullgraph=True)(torch.ones(3))
+    error = describe_error(info.value)
+    assert error["dynamo"] and error["where"] == " (in `loss`, the 1st code cell, line 4: `print(part)`)", error
+    assert "print" in error["gist"] and ": " in error["gist"], error["gist"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from coursekit.explain import break_count, short_reason
+from coursekit.explain import summarise
 from coursekit.models import ToyConvNet
 from coursekit.traffic import watch_traffic
 from grader.probing import (
@@ -153,7 +153,7 @@ def graphs(call: Call) -> Reply:
         (),
         "torch._dynamo.explain(SmoothedCE)",
     )
-    reasons = [short_reason(r) for r in info.break_reasons[:3]]  # with the learner's cell and line
+    seen = summarise(info)  # reasons with the learner's cell and line; a loss Dynamo skipped whole says so
     torch.compiler.reset()
     counter = graph_runs("inductor", detail=False)
     compiled = build_loss(call.but(compiled=True, backend=counter, reset=False))
@@ -168,9 +168,9 @@ def graphs(call: Call) -> Reply:
         losses.append(plain(result, "the compiled loss's result"))
     return Reply(
         {
-            "graph_count": info.graph_count,
-            "break_count": break_count(info),
-            "reasons": reasons,
+            "graph_count": seen["graphs"],
+            "break_count": seen["breaks"],
+            "reasons": seen["reasons"][:3],
             "frames": counter.frame_count,
             "loss_calls": loss_calls,
         },

@@ -125,6 +125,19 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # torch.compile turns an assert on a tensor into an async device-side assert: no graph break
         {"ex01.smoothed_ce.no_host_traffic"},
     ),
+    "a debug print in a loop inside the loss": (
+        {
+            "        return ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()\n": (
+                "        for part in ('nll', 'smooth'):\n"
+                "            print('computed', part)\n"
+                "        return ((1 - eps) * nll + eps / num_classes * smooth) / target_weight.sum()\n"
+            )
+        },
+        # fullgraph=True refuses the print, and the message names the learner's line and Dynamo's explanation
+        # (grader.probing.where_in_notebook reads Dynamo's "from user code:"); a plain compile would skip the whole
+        # loss for the break inside a loop, which coursekit.explain reports as such (SKIPPED)
+        {"ex01.compiled.values", "ex01.compiled.single_graph", "ex01.compiled.speed"},
+    ),
     "a mask cached per target object": (
         {
             "        keep = target != self.ignore_index\n": (
