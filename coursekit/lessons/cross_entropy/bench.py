@@ -26,7 +26,7 @@ from coursekit.timing import Timing, synchronize
 from coursekit.traffic import Traffic, watch_traffic
 from coursekit.training import LossFn, loss_inputs, time_loss, time_step
 
-WARMUP_CALLS = 2  # compiled rungs compile on the first forward and the first backward
+WARMUP_CALLS = 2  # the first call compiles the forward and the backward; the second runs them warm
 
 
 def _quartiles(timing: Timing, scale: float) -> dict[str, float]:

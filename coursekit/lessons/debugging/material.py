@@ -39,7 +39,7 @@ from torch import nn
 LADDER = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
 LAYERS = {
     "eager": "Dynamo only: the captured graph runs as Python calls",
-    "aot_eager": "+ AOTAutograd: functionalised ATen graph, backward traced; no decompositions",
+    "aot_eager": "+ AOTAutograd: functionalised ATen graph, backward traced; none of Inductor's decompositions",
     "aot_eager_decomp_partition": "+ Inductor's decompositions and its forward/backward partitioner",
     "inductor": "+ Inductor's graph passes, lowerings and generated code",
 }

@@ -52,8 +52,7 @@ CUDA_ONLY_MODES = {
 AUTOTUNE_ENV = "COURSEKIT_MAX_AUTOTUNE"
 AUTOTUNE_OPT_IN = (
     f"opt-in: set {AUTOTUNE_ENV}=1 to measure it; it benchmarks candidate kernels for every matmul of the "
-    "student and the teacher, forward and backward, so its first call takes several minutes to tens of minutes "
-    "on a GPU"
+    "student and the teacher, forward and backward, so its first call can take many minutes"
 )
 ONE_GRAPH = "one graph"
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

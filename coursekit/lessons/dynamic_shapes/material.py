@@ -178,7 +178,8 @@ def bucket_for(length: int, buckets: Sequence[int] = BUCKETS) -> int:
 
 
 def pad_to_bucket(seqs: Sequence[torch.Tensor], buckets: Sequence[int] = BUCKETS) -> Batch:
-    """Pad to the smallest bucket that holds the longest sequence: only ``len(buckets)`` shapes ever."""
+    """Pad to the smallest bucket that holds the longest sequence: only ``len(buckets)`` lengths ever (and shapes,
+    with a fixed batch size)."""
     return pad_to(seqs, bucket_for(max(len(s) for s in seqs), buckets))
 
 

@@ -172,7 +172,7 @@ class LessonNet(nn.Module):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
         self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.pool = nn.AvgPool2d(2)  # not max-pool: Inductor's CPU max-pool trained slower than eager
+        self.pool = nn.AvgPool2d(2)  # average pooling: a plain, cheap layer, so the breaks set the step time
         self.squeeze = nn.AdaptiveAvgPool2d(4)  # any image size >= 16 ends as 16 x 4 x 4 features
         self.fc1 = nn.Linear(16 * 4 * 4, width)
         self.fc2 = nn.Linear(width, width)

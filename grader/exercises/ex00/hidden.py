@@ -82,7 +82,7 @@ def recompiles_unseen(learner, ctx) -> Measured:
             f"first time {got[0]} (right). Something carried over between calls: compiled versions stay "
             "attached to the function's code object, and all of them count towards "
             f"torch._dynamo.config.recompile_limit ({torch._dynamo.config.recompile_limit}), after which Dynamo "
-            "silently runs the function eagerly. Call torch.compiler.reset() before counting.",
+            "runs the function eagerly, with one warning. Call torch.compiler.reset() before counting.",
             measured=got[-1][-1],
             required=want[-1][-1],
         )

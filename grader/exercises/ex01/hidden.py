@@ -235,8 +235,8 @@ def compiled_single_graph(learner, ctx) -> Measured:
     if loss_calls < 3:
         raise Shortfall(
             f"only {loss_calls} of three batches ran a compiled graph that holds the loss; the others ran eagerly "
-            "(a recompile past the recompile limit falls back to eager, silently). Return torch.compile(loss, "
-            "backend=backend, fullgraph=True) and nothing around it.",
+            "(past the recompile limit a plain compile falls back to eager with one warning). Return "
+            "torch.compile(loss, backend=backend, fullgraph=True) and nothing around it.",
             measured=loss_calls,
             required=3,
         )

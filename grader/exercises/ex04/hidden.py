@@ -101,7 +101,7 @@ def stream_compile_bound(learner, ctx) -> Measured:
     if frames > MAX_COMPILES:
         limit = torch._dynamo.config.recompile_limit
         cliff = (
-            f" It reached recompile_limit={limit}: from then on Dynamo ran your model eagerly, silently."
+            f" It reached recompile_limit={limit}: from then on Dynamo ran your model eagerly, after one warning."
             if frames >= limit
             else ""
         )
