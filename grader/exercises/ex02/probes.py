@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.explain import short_reason
+from coursekit.explain import summarise
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer
 from coursekit.traffic import watch_traffic
 from grader.probing import (
@@ -136,7 +136,7 @@ def explain(call: Call) -> Reply:
         torch.compiler.reset()
         try:
             info = torch._dynamo.explain(model)(call.input("x0"))
-            reasons = [short_reason(r) for r in info.break_reasons[:4]] or reasons  # the learner's cell and line
+            reasons = summarise(info)["reasons"][:4] or reasons  # the learner's cell and line, or a skipped forward
         except Exception:  # noqa: BLE001 - the reasons are for the message only: keep Dynamo's own
             pass
     return Reply({"linears": linears, "break_count": breaks, "reasons": reasons}, outs)

@@ -166,6 +166,14 @@ def scorer_no_breaks(learner, ctx) -> Measured:
     batches = {**weights(model), **{f"x{i}": x for i, x in enumerate(xs)}}
     got = compiled_beside_eager(learner, "ex02.explain", batches, len(xs))
     linears, breaks = got.ints("linears"), got.value("break_count", int)
+    if not linears:  # Dynamo gave up on forward (a break inside a loop does that) and ran it eagerly
+        reasons = "; ".join(got.strings("reasons"))
+        raise Shortfall(
+            f"torch.compile captured no graph of FixedScorer: {reasons or 'Dynamo ran its forward eagerly'}. "
+            "Make forward one graph that Dynamo captures whole",
+            measured=max(breaks, 1),
+            required=0,
+        )
     if breaks or len(linears) != 1:
         reasons = "; ".join(got.strings("reasons"))
         breaks = max(breaks, len(linears) - 1)
