@@ -16,6 +16,31 @@ class Unsettled(LearnerFailure):
     """A failure after which torch in the worker may be half-way through a compile: the worker is replaced."""
 
 
+# What to do about an error Dynamo raised, by its type; any other type from torch._dynamo is a graph break
+DYNAMO_ADVICE = {
+    "TorchRuntimeError": (
+        "your code failed while torch.compile traced it (on fake tensors){where}: {first}. Run it without "
+        "torch.compile to find the line and the shapes involved."
+    ),
+    "BackendCompilerFailed": (
+        "the compiler backend failed on your code{where}: {first}. Compile with backend='eager', then "
+        "'aot_eager', to see which layer fails (lesson 5)."
+    ),
+    "FailOnRecompileLimitHit": (
+        "torch.compile reached its recompile limit{where}: {first}. TORCH_LOGS=recompiles names the guard that "
+        "keeps failing."
+    ),
+    "RecompileError": (
+        "torch.compile had to compile again where the stance forbids it{where}: {first}. TORCH_LOGS=recompiles "
+        "names the guard that failed."
+    ),
+}
+GRAPH_BREAK_ADVICE = (
+    "torch.compile could not capture your code as one graph{where}: {first}. Run torch._dynamo.explain(fn)(*args) "
+    "or set TORCH_LOGS=graph_breaks to see where it breaks."
+)
+
+
 class WorkerLost(AssertionError):
     """The worker died, hung, or outgrew its limits during a check; it has been ended."""
 
@@ -41,10 +66,7 @@ def explain(error: dict[str, Any], contract: str, problems: list[str], probe: st
     first = clip(error.get("message") or "", 500)
     etype = clip(error.get("type") or "Exception", 80)
     if error.get("dynamo"):
-        return Unsettled(
-            f"torch.compile could not capture your code as one graph{where}: {first or etype}. Run "
-            "torch._dynamo.explain(fn)(*args) or set TORCH_LOGS=graph_breaks to see where it breaks."
-        )
+        return Unsettled(DYNAMO_ADVICE.get(etype, GRAPH_BREAK_ADVICE).format(where=where, first=first or etype))
     if "can't allocate memory" in first or "not enough memory" in first or etype == "MemoryError":
         return LearnerFailure(
             f"your code ran out of memory{where}: the grading process may use at most its memory "

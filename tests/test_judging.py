@@ -82,3 +82,19 @@ def test_a_broken_protocol_names_its_likely_cause() -> None:
         assert_consistent(torch.tensor([1.0]), torch.tensor([1.1]), "the loss")
     assert protocol_cause(str(caught.value)) == NOT_REPEATABLE and "random numbers" in NOT_REPEATABLE
     assert "tampered" in protocol_cause("the worker sent a message nobody asked for")
+
+
+def test_an_opcheck_failure_is_said_without_the_module_path_and_with_the_hint_for_its_cause() -> None:
+    """Exercise 2: opcheck's message starts with the op's module path; the learner reads what failed and the hint
+    for that cause (a missing fake, an output that aliases an input), never the fake hint for an alias."""
+    from grader.exercises.ex02.probes import ALIAS_HINT, FAKE_HINT
+    from grader.exercises.ex02.public import opcheck_gist
+
+    prefix = "calibrate (with implementation in <module 'torch._library.custom_ops' from '/x/custom_ops.py'>): "
+    alias = opcheck_gist({"test_schema": prefix + "The output of this custom operator (1) must not also be an input "
+                          "... (2) may not alias any inputs to this custom operator or other returns."})  # fmt: skip
+    assert alias.startswith("The output of this custom operator") and alias.endswith(ALIAS_HINT), alias
+    fake = opcheck_gist({"test_faketensor": "There was no fake impl registered for <CustomOpDef(ex02::calibrate)>."})
+    assert fake.endswith(FAKE_HINT) and ALIAS_HINT not in fake, fake
+    other = opcheck_gist({"test_autograd_registration": "something else"})
+    assert other == "something else", other

@@ -96,6 +96,20 @@ def test_a_name_error_says_what_the_grader_runs() -> None:
     assert "name 'buckets' is not defined" in str(failure) and "UPPER_CASE" in str(failure)
 
 
+def test_an_error_dynamo_raised_gets_the_advice_for_its_type() -> None:
+    """Not every error from torch._dynamo is a graph break: a shape bug found while tracing, a backend that failed
+    and the recompile limit each say what to do about them."""
+
+    def said(etype: str) -> str:
+        error = {"kind": "exception", "type": etype, "message": "m", "where": "", "dynamo": True, "torch": True}
+        return str(explain(error, contract("ex04", "collate"), [], "ex04.collate"))
+
+    assert "Run it without torch.compile" in said("TorchRuntimeError")
+    assert "backend='eager'" in said("BackendCompilerFailed")
+    assert "TORCH_LOGS=recompiles" in said("FailOnRecompileLimitHit")
+    assert "TORCH_LOGS=graph_breaks" in said("Unsupported") and "one graph" in said("Unsupported")
+
+
 def test_an_error_names_the_code_cell_and_line_a_learner_can_find() -> None:
     from grader.probing import ordinal, where_in_notebook
 

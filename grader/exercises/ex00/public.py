@@ -41,7 +41,7 @@ def captured(learner, fn: str, args: tuple[torch.Tensor, ...], ops: set[str], ab
         raise AssertionError(
             f"the graph captured from {what} takes the inputs {got.strings('inputs')}, and calling it "
             f"with the function's {len(args)} argument(s) raised TypeError: "
-            f"{got.text('type_error', limit=300)}. Extra inputs such as `s0` are symbolic sizes: Dynamo "
+            f"{got.text('type_error', limit=300)}. Extra inputs such as `s77` are symbolic sizes: Dynamo "
             "had compiled this function before and, after a size changed, made that size dynamic. "
             "Start capture_graph with torch.compiler.reset() so that each capture is a fresh compile."
         )

@@ -211,8 +211,9 @@ def compiled_single_graph(learner, ctx) -> Measured:
         reasons = "; ".join(seen.strings("reasons"))
         raise Shortfall(
             f"SmoothedCE compiles to {graphs} graph(s) with {breaks} break(s): "
-            f"{reasons or 'see TORCH_LOGS=graph_breaks'}. A host read (assert, .item(), .tolist()) or "
-            "Python data inside forward usually causes this.",
+            f"{reasons or 'see TORCH_LOGS=graph_breaks'}. A host read usually causes this: .item(), .tolist(), a "
+            "Python if on a tensor, or an assert whose message is an f-string (a plain assert cond, 'text' becomes "
+            "torch._assert_async and does not break).",
             measured=graphs,
             required=1,
         )
@@ -226,7 +227,8 @@ def compiled_single_graph(learner, ctx) -> Measured:
     if frames != 1:
         raise Shortfall(
             f"three batches of the same shape compiled {frames} times; expected once. Something in "
-            "forward changes between calls (a Python number attribute? a new tensor built each call?). "
+            "forward changes between calls (a Python number or flag attribute that forward updates, a call "
+            "counter say?). "
             "TORCH_LOGS=recompiles says why.",
             measured=frames,
             required=1,

@@ -22,6 +22,10 @@ from grader.probing import (
 )
 
 FAKE_HINT = "Register a fake implementation with @calibrate.register_fake that returns torch.empty_like(top)."
+ALIAS_HINT = (
+    "Return a new tensor from calibrate, never top itself or a view of it: a custom op's output may not alias its "
+    "inputs."
+)
 
 
 @probe("ex02.calibrate")

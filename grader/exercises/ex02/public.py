@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer, sample_rows
-from grader.exercises.ex02.probes import FAKE_HINT
+from grader.exercises.ex02.probes import ALIAS_HINT, FAKE_HINT
 from grader.judging import assert_answers_consistent, assert_close, linear_layers
 from grader.registry import Measured, Shortfall, check
 
@@ -136,8 +136,19 @@ def calibrate_opcheck(learner, ctx) -> None:
         raise AssertionError(f"calibrate returned {dtype} on {device}; expected torch.float32 on {ctx.device}")
     failed = got.value("opcheck_failed", dict)
     if failed:
-        first = str(next(iter(failed.values())))[:300]
-        raise AssertionError(f"torch.library.opcheck failed {sorted(str(k) for k in failed)}: {first}. {FAKE_HINT}")
+        raise AssertionError(f"torch.library.opcheck failed {sorted(str(k) for k in failed)}: {opcheck_gist(failed)}")
+
+
+def opcheck_gist(failed: dict) -> str:
+    """What opcheck's first failure says, without the op's module path it starts with, and the hint for its
+    cause: a missing fake implementation, an output that aliases an input, or neither."""
+    first = str(next(iter(failed.values())))
+    said = first.split(">): ", 1)[-1][:300]  # "name (with implementation in <module ...>): what failed"
+    if "no fake impl" in first:
+        return f"{said} {FAKE_HINT}"
+    if "alias" in first:
+        return f"{said} {ALIAS_HINT}"
+    return said
 
 
 @check("ex02.scorer.outputs", kind="correctness", points=2, needs=("FixedScorer", "calibrate"), public=True)

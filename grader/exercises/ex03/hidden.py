@@ -161,7 +161,8 @@ def step_no_graph_breaks(learner, ctx) -> Measured:
     if frames > 1:
         raise Shortfall(
             f"two steps compiled {frames} graphs; one is expected. A graph break splits "
-            "the step (torch._dynamo.explain(distiller)(images, labels) lists them). Compile the "
+            "the step (torch._dynamo.explain(distiller)(images, labels) lists them), or the second step "
+            "recompiled (TORCH_LOGS=graph_breaks,recompiles says which). Compile the "
             "Distiller, not the whole step: loss.backward() and optimizer.step() run outside the "
             "graph, and AOTAutograd compiles the backward for you.",
             measured=frames,

@@ -29,8 +29,8 @@ FREEZE_HINT = (
     "torch.no_grad() in forward."
 )
 INFERENCE_HINT = (
-    "Tensors made under torch.inference_mode() cannot be saved for backward, and a compiled training "
-    "graph cannot take them in: run the teacher under torch.no_grad() instead."
+    "Tensors made under torch.inference_mode() cannot be saved for backward, and AOTAutograd may refuse them "
+    "inside a training graph (torch 2.11 does): run the teacher under torch.no_grad() instead."
 )
 
 

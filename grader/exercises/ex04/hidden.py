@@ -107,8 +107,9 @@ def stream_compile_bound(learner, ctx) -> Measured:
         )
         raise Shortfall(
             f"{STREAM_BATCHES} batches compiled {frames} times; at most {MAX_COMPILES} allowed.{cliff} "
-            "Each new padded length, and each new value of a Python number the model reads "
-            "(a call counter?), is a recompile: TORCH_LOGS=recompiles names the failing guard.",
+            "With dynamic=False each new padded length is one more compile (with the default, the first change "
+            "recompiles and the length then turns symbolic), and an int the model changes on every call (a call "
+            "counter?) recompiles every call: TORCH_LOGS=recompiles names the failing guard.",
             measured=frames,
             required=MAX_COMPILES,
         )
@@ -122,7 +123,7 @@ def stream_no_recompile(learner, ctx) -> Measured:
     if recompiled:
         raise Shortfall(
             f"a batch recompiled after every bucket had been seen once: {recompiled}. A Python "
-            "number that changes per call (a counter attribute?) or an unbucketed length does this.",
+            "number that changes per call (a counter attribute?) or a length outside your buckets does this.",
             measured=1,
             required=0,
         )

@@ -148,9 +148,11 @@ def expect_one_graph_per_kind(learner, ctx, seed: int, spec: dict) -> Measured:
     if first > kinds:
         raise AssertionError(
             f"the {blocks} blocks of {kinds} kind(s) compiled {first} graphs, not {kinds}: blocks of one kind "
-            "were compiled one by one (a recompile per block), so cold compile time still grows with depth. "
-            "Compile each block's forward in place (module.compile()), so the blocks of one kind share one "
-            "compiled graph; torch.compiler.reset() is not needed between blocks."
+            "did not share one graph (a recompile per block), so cold compile time still grows with depth. Blocks "
+            "of one class share a graph however each is compiled, unless something differs between them: "
+            "torch.compiler.reset() between blocks, another backend object per block, or a Python value that "
+            "differs per block. Compile each block in place with module.compile(backend=backend), one backend "
+            "for all."
         )
     if second != first:
         raise AssertionError(
