@@ -142,6 +142,8 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+# a custom op's errors name the module that implements it, a path on the grading machine: noise to a learner
+_IMPLEMENTED_IN = re.compile(r" \(with implementation in <module '[^']*' from '[^']*'>\)")
 # Dynamo raises from its own frames and names the learner's line in its message instead ("from user code:")
 _DYNAMO_USER_CODE = re.compile(r'File "<code cell (\d+)>", line (\d+), in (\S+)')
 
@@ -188,7 +190,7 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, AssertionError):
         return {"kind": "assertion", "message": (str(exc) or "an assert in your code failed") + where}
     module = type(exc).__module__ or ""
-    text = str(exc).strip()
+    text = _IMPLEMENTED_IN.sub("", str(exc)).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return {
         "kind": "exception",

@@ -251,3 +251,10 @@ def test_a_graph_break_fullgraph_refused_names_the_learners_line_and_dynamos_exp
     error = describe_error(info.value)
     assert error["dynamo"] and error["where"] == " (in `loss`, the 1st code cell, line 4: `print(part)`)", error
     assert "print" in error["gist"] and ": " in error["gist"], error["gist"]
+
+
+def test_a_custom_op_error_is_said_without_the_grading_machines_paths() -> None:
+    from grader.probing import describe_error
+
+    exc = RuntimeError("calibrate (with implementation in <module 'torch._library.custom_ops' from '/srv/x.py'>): bad")
+    assert describe_error(exc)["message"] == "calibrate: bad"
