@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -24,12 +25,19 @@ def repo_root() -> Path:
 
 
 def _torch_default() -> str:
-    """The folder importing ``torch._dynamo`` writes into the environment when none was chosen."""
+    """The folder importing ``torch._dynamo`` writes into the environment when none was chosen: torch's own
+    ``default_cache_dir`` (it cleans characters such as ``/`` out of the user name, and torch 2.14 falls back to
+    ``uid_<n>`` where there is none), else the same rule."""
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        return default_cache_dir()
+    except Exception:  # noqa: BLE001 - a torch without the function: its rule, copied
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 def inductor_cache_dir() -> str:

@@ -1,4 +1,4 @@
-"""Fake CIFAR-like data, generated straight on the device.
+"""Fake CIFAR-like data, drawn on the CPU (a seeded generator, the same on every device) and copied to the device.
 
 The article decodes random uint8 images with PIL and resizes them to 256x256
 in a DataLoader; here the same kind of batch is made directly as tensors so

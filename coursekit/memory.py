@@ -91,13 +91,21 @@ def need_gib(estimates: list[Estimate]) -> float:
     return float(-(-largest * HEADROOM * 10 // GIB) / 10) if largest else 0.0
 
 
+def free_gpu_bytes(profile: Profile) -> tuple[int, int]:
+    """``(free, total)`` bytes of the profile's GPU, counting as free what this process's caching allocator holds
+    but no tensor uses (``torch.cuda.mem_get_info`` is device-wide and counts that as used)."""
+    device = torch.device(profile.device)
+    free, total = torch.cuda.mem_get_info(device)
+    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device), total
+
+
 def fits(need: float, profile: Profile) -> str:
     """A line for a lesson's first cell: what it needs and what this GPU has free, or why that does not apply."""
     if not need:
         return "memory: this lesson's models are the same small ones on every profile (nothing to estimate)"
     if profile.device_class != "cuda":
         return f"memory: the {profile.name} profile on the CPU (the full profile needs a GPU with about {need:g} GiB)"
-    free, total = torch.cuda.mem_get_info(torch.device(profile.device))
+    free, total = free_gpu_bytes(profile)
     verdict = "fits" if free / GIB >= need else "DOES NOT FIT: expect out-of-memory errors in the largest steps"
     return f"memory: this lesson needs about {need:g} GiB; {free / GIB:.1f} of {total / GIB:.1f} GiB free -> {verdict}"
 
@@ -106,7 +114,7 @@ def shortfall(need: float, profile: Profile) -> str | None:
     """Why a step that needs ``need`` GiB would not fit on this GPU now, or ``None`` (it fits, or no GPU)."""
     if profile.device_class != "cuda" or not need:
         return None
-    free = torch.cuda.mem_get_info(torch.device(profile.device))[0] / GIB
+    free = free_gpu_bytes(profile)[0] / GIB
     return None if free >= need else f"needs about {need:g} GiB of GPU memory, {free:.1f} GiB free here"
 
 

@@ -2,9 +2,11 @@
 
 Some speed checks time compiling itself (a stream of new shapes, the first training step of a model), and only
 your instructor's grading runs them. ``cold_ratio`` runs the same two sides here, each from a fresh compile state
-(``torch.compiler.reset()``), alternating which goes first, and prints each trial's times and ratio as it ends,
-then their median. A guide, not a grade: the grader times both sides on the same pinned cores with everything
-else stopped, and your machine's load moves what you see here (run it twice when it lands near the threshold).
+in memory (``torch.compiler.reset()``, which leaves the on-disk caches alone: cold only for backends that keep
+none, such as the ``aot_eager`` the lessons' checks time), alternating which goes first, and prints each trial's
+times and ratio as it ends, then their median. A guide, not a grade: the grader times both sides on the same
+pinned cores with everything else stopped, and your machine's load moves what you see here (run it twice when it
+lands near the threshold).
 Each lesson whose exercise has such a check wraps this with its own two sides, in its ``rehearse.py``.
 """
 

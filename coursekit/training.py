@@ -34,7 +34,7 @@ def train_step(
 
 
 def time_step(profile: Profile, loss_fn: LossFn, seed: int = 0) -> Timing:
-    """Median seconds per training step with ``loss_fn``, on fresh batches."""
+    """Median seconds per training step with ``loss_fn``, cycling through four pre-made batches."""
     model, optimizer = make_model(profile, seed)
     batches = [fake_cifar_batch(profile, seed + i) for i in range(4)]
     return time_per_call(
@@ -57,7 +57,8 @@ def loss_inputs(profile: Profile, seed: int, rows: int | None = None) -> tuple[t
 
 
 def time_loss(profile: Profile, loss_fn: LossFn, seed: int = 0) -> Timing:
-    """Median seconds for the loss's forward and backward alone."""
+    """Median seconds for the loss's forward and backward alone (the logits' gradient accumulates from call to
+    call, one more kernel a call, as in any loop that does not clear it)."""
     inputs = [loss_inputs(profile, seed + i) for i in range(4)]
     return time_per_call(
         lambda x, y: loss_fn(x, y).backward(),

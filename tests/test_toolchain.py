@@ -27,3 +27,13 @@ def test_this_machines_compiler_is_found(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("CXX", raising=False)
     assert toolchain.compiler_problem() is None, "the kit's own tests compile with Inductor: they need g++"
     assert toolchain.compiler_line().startswith("C++ compiler for Inductor: g++")
+
+
+def test_on_a_gpu_machine_a_missing_c_compiler_for_triton_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton builds its launcher with $CC, gcc or clang, not $CXX: a GPU machine with g++ alone still fails."""
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("CC", "no-such-compiler-gcc")
+    monkeypatch.setattr(toolchain.sys, "platform", "linux")
+    problem = toolchain.compiler_problem(gpu=True)
+    assert problem and problem.startswith("no C compiler: 'no-such-compiler-gcc'") and "apt-get install gcc" in problem
+    assert toolchain.compiler_problem(gpu=False) is None  # a CPU machine needs only the C++ compiler
