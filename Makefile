@@ -65,7 +65,7 @@ setup:  ## create .venv with the pinned dependencies and this kit (editable; TOR
 	$(if $(TORCH_INDEX),$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) $(TORCH_PINS))
 	$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .
 	$(BIN)/python -c "import torch, torchvision, timm; print('torch', torch.__version__, '| torchvision', torchvision.__version__, '| timm', timm.__version__, '| cuda', torch.cuda.is_available())"
-	$(BIN)/python -m coursekit.toolchain  # torch.compile builds kernels with a C++ compiler: fails here, with the fix, if there is none
+	$(BIN)/python -m coursekit.toolchain  # torch.compile builds kernels with a C++ compiler (and a C one on CUDA): fails here, with the fix, if there is none
 
 lint:  ## ruff: lint and format check (120 columns; exercises/ are generated and left out)
 	$(BIN)/ruff check .

@@ -95,7 +95,7 @@ setup:  ## create .venv with the pinned dependencies and this kit (TORCH_INDEX=.
 \t@echo "CPU-only torch: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
 \t$(if $(TORCH_INDEX),$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) $(TORCH_PINS))
 \t$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .
-\t$(BIN)/python -m coursekit.toolchain  # torch.compile builds kernels with a C++ compiler: says how to install one
+\t$(BIN)/python -m coursekit.toolchain  # the compilers torch.compile builds kernels with: says how to install one
 
 lab:  ## open the course in JupyterLab (LAB_ARGS='--port 8890 --no-browser'; as root it adds --allow-root)
 \t$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
