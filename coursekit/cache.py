@@ -9,10 +9,7 @@ delete the folder to see the cold-start cost again.
 
 from __future__ import annotations
 
-import getpass
 import os
-import re
-import tempfile
 from pathlib import Path
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -25,19 +22,12 @@ def repo_root() -> Path:
 
 
 def _torch_default() -> str:
-    """The folder importing ``torch._dynamo`` writes into the environment when none was chosen: torch's own
-    ``default_cache_dir`` (it cleans characters such as ``/`` out of the user name, and torch 2.14 falls back to
-    ``uid_<n>`` where there is none), else the same rule."""
-    try:
-        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    """The folder importing ``torch._dynamo`` writes into the environment when none was chosen, as torch itself
+    works it out (``default_cache_dir``, in every supported release: it cleans the user name, and 2.14 falls back
+    to ``uid_<n>``)."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-        return default_cache_dir()
-    except Exception:  # noqa: BLE001 - a torch without the function: its rule, copied
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
-        return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    return default_cache_dir()
 
 
 def inductor_cache_dir() -> str:

@@ -144,6 +144,18 @@ def ordinal(n: int) -> str:
 
 # a custom op's errors name the module that implements it, a path on the grading machine: noise to a learner
 _IMPLEMENTED_IN = re.compile(r" \(with implementation in <module '[^']*' from '[^']*'>\)")
+
+
+def without_paths(text: str) -> str:
+    """``text`` without the "(with implementation in <module ... from '/path'>)" a custom op's errors carry."""
+    return _IMPLEMENTED_IN.sub("", text)
+
+
+def from_dynamo(exc: BaseException) -> bool:
+    """Whether Dynamo raised ``exc`` (its types live in ``torch._dynamo``)."""
+    return (type(exc).__module__ or "").startswith("torch._dynamo")
+
+
 # Dynamo raises from its own frames and names the learner's line in its message instead ("from user code:")
 _DYNAMO_USER_CODE = re.compile(r'File "<code cell (\d+)>", line (\d+), in (\S+)')
 
@@ -156,9 +168,7 @@ def where_in_notebook(exc: BaseException) -> str:
     if frames:
         f = frames[-1]
         cell, line, name, text = int(f.filename.removeprefix("<code cell ").removesuffix(">")), f.lineno, f.name, f.line
-    elif (type(exc).__module__ or "").startswith("torch._dynamo") and (
-        found := _DYNAMO_USER_CODE.findall(str(exc)[:20_000])
-    ):
+    elif from_dynamo(exc) and (found := _DYNAMO_USER_CODE.findall(str(exc)[:20_000])):
         cell, line, name = int(found[-1][0]), int(found[-1][1]), found[-1][2]
         text = linecache.getline(f"<code cell {cell}>", line)
     else:
@@ -171,7 +181,7 @@ def gist_of(exc: BaseException, lines: list[str]) -> str:
     """The line of an error message that says what went wrong: the first that names an error, or the first; for a
     graph break Dynamo refused, its title and its explanation ("Failed to trace builtin operator: Dynamo does not
     know how to trace builtin operator `print` ...")."""
-    if (type(exc).__module__ or "").startswith("torch._dynamo"):
+    if from_dynamo(exc):
         explained = [ln.strip().removeprefix("Explanation:").strip() for ln in lines if "Explanation:" in ln]
         if lines and explained:
             return f"{lines[0].strip()}: {explained[0]}"[:300]
@@ -190,7 +200,7 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, AssertionError):
         return {"kind": "assertion", "message": (str(exc) or "an assert in your code failed") + where}
     module = type(exc).__module__ or ""
-    text = _IMPLEMENTED_IN.sub("", str(exc)).strip()
+    text = without_paths(str(exc)).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return {
         "kind": "exception",
@@ -199,7 +209,7 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
         "gist": gist_of(exc, lines),
         "where": where,
         "torch": module.startswith("torch"),
-        "dynamo": module.startswith("torch._dynamo"),
+        "dynamo": from_dynamo(exc),
     }
 
 

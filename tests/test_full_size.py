@@ -45,3 +45,21 @@ def test_a_row_too_big_for_the_gpu_is_skipped_with_a_reason(monkeypatch) -> None
     assert lesson_shortfall(3, cuda) == "needs about 35.8 GiB of GPU memory, 20.0 GiB free here"
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (int(70 * GIB), int(80 * GIB)))
     assert lesson_shortfall(3, cuda) is None and lesson_shortfall(0, cuda) is None
+
+
+def test_memory_this_process_caches_but_does_not_use_counts_as_free(monkeypatch) -> None:
+    """``mem_get_info`` is device-wide: the caching allocator's unused blocks count as used there, and a lesson
+    whose earlier cells left some would be told it does not fit."""
+    from dataclasses import replace
+
+    import torch
+
+    from coursekit.memory import lesson_shortfall
+
+    cuda = replace(get_profile("smoke", device="cpu"), device="cuda")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (int(20 * GIB), int(80 * GIB)))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: int(1 * GIB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: int(21 * GIB))
+    assert lesson_shortfall(3, cuda) is None  # 20 GiB free on the device + 20 GiB cached and unused
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: int(1 * GIB))
+    assert lesson_shortfall(3, cuda) == "needs about 35.8 GiB of GPU memory, 20.0 GiB free here"

@@ -93,7 +93,7 @@ def test_an_opcheck_failure_is_said_without_the_module_path_and_with_the_hint_fo
     prefix = "calibrate (with implementation in <module 'torch._library.custom_ops' from '/x/custom_ops.py'>): "
     alias = opcheck_gist({"test_schema": prefix + "The output of this custom operator (1) must not also be an input "
                           "... (2) may not alias any inputs to this custom operator or other returns."})  # fmt: skip
-    assert alias.startswith("The output of this custom operator") and alias.endswith(ALIAS_HINT), alias
+    assert alias.startswith("calibrate: The output of this custom operator") and alias.endswith(ALIAS_HINT), alias
     fake = opcheck_gist({"test_faketensor": "There was no fake impl registered for <CustomOpDef(ex02::calibrate)>."})
     assert fake.endswith(FAKE_HINT) and ALIAS_HINT not in fake, fake
     other = opcheck_gist({"test_autograd_registration": "something else"})

@@ -15,6 +15,7 @@ from torch import nn
 from coursekit.lessons.graph_breaks.givens import CALIBRATION_X, CALIBRATION_Y, BrokenScorer, sample_rows
 from grader.exercises.ex02.probes import ALIAS_HINT, FAKE_HINT
 from grader.judging import assert_answers_consistent, assert_close, linear_layers
+from grader.probing import without_paths
 from grader.registry import Measured, Shortfall, check
 
 IN_FEATURES = 32
@@ -140,10 +141,10 @@ def calibrate_opcheck(learner, ctx) -> None:
 
 
 def opcheck_gist(failed: dict) -> str:
-    """What opcheck's first failure says, without the op's module path it starts with, and the hint for its
-    cause: a missing fake implementation, an output that aliases an input, or neither."""
+    """What opcheck's first failure says, without the grading machine's paths, and the hint for its cause: a missing
+    fake implementation, an output that aliases an input, or neither."""
     first = str(next(iter(failed.values())))
-    said = first.split(">): ", 1)[-1][:300]  # "name (with implementation in <module ...>): what failed"
+    said = without_paths(first)[:300]
     if "no fake impl" in first:
         return f"{said} {FAKE_HINT}"
     if "alias" in first:

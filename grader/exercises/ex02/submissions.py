@@ -13,6 +13,17 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         },
         {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once"},
     ),
+    "a debug print in a loop inside forward": (
+        {
+            "        scores = self.head(h)\n": (
+                "        for name in ('encoder', 'head'):\n            print('running', name)\n"
+                "        scores = self.head(h)\n"
+            )
+        },
+        # a break inside a loop: Dynamo skips forward whole and no graph is captured, which no_breaks says in
+        # those words (coursekit.explain.SKIPPED) instead of "0 graph break(s) in 0 graphs"
+        {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.speed"},
+    ),
     "a fix that changes results (mean over all rows)": (
         {"        h = h - (h * real).sum(0) / real.sum()": "        h = h - h.mean(0)"},
         {"ex02.scorer.outputs", "ex02.scorer.gradients", "ex02.scorer.speed"},
