@@ -120,3 +120,54 @@ def test_sandbox_cuda_trials_differ_in_what_they_refuse() -> None:
     gpu = any(Path("/dev").glob("nvidia*"))  # a worker whose policy opens a GPU keeps datagrams (grader.sandbox.enter)
     assert sandbox_cuda.trial({"env", "worker"}, stages)["failed"] == ("affinity" if gpu else "datagram")
     assert sandbox_cuda.trial({"seccomp", "datagrams", "allow:sched_setaffinity"}, stages)["ok"]
+
+
+# What tools/gpu_wheels.txt's header says the GPU machine's Python already has (it must name each of them).
+PREINSTALLED = (
+    "torch",
+    "torchvision",
+    "timm",
+    "numpy",
+    "matplotlib",
+    "tensorboard",
+    "pytest",
+    "rich",
+    "tqdm",
+    "psutil",
+    "safetensors",
+)
+GPU_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "extra": ""}
+
+
+def test_gpu_wheels_bring_every_dependency_the_machine_lacks() -> None:
+    """Every dependency of a listed wheel is listed too or comes with what the GPU machine already has: a Python 3.12
+    with torch 2.11 and the header's packages, without ``attrs`` and ``nest-asyncio2``, stopped the grader at
+    ``import nbformat`` and the kernels at start-up (a rehearsal with ``pip install --target``, session 44). The
+    requirements are read from this environment's copies, which match the listed versions or nearly."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    def key(name: str) -> str:
+        return name.lower().replace("_", "-").replace(".", "-")
+
+    def needs(name: str) -> set[str]:
+        try:
+            found = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            return set()
+        reqs = (Requirement(r) for r in found)
+        return {key(r.name) for r in reqs if r.marker is None or r.marker.evaluate(GPU_PYTHON)}
+
+    text = (ROOT / "tools" / "gpu_wheels.txt").read_text()
+    header = " ".join(line for line in text.splitlines() if line.startswith("#"))
+    assert all(name in header for name in PREINSTALLED), "the header must name what the machine already has"
+    listed = {key(line.split("==")[0]) for line in text.splitlines() if line and not line.startswith("#")}
+    there, todo = set(), [key(n) for n in PREINSTALLED]
+    while todo:  # what the machine's packages bring with them
+        name = todo.pop()
+        if name not in there:
+            there.add(name)
+            todo += needs(name)
+    missing = {f"{dep} (for {name})" for name in listed for dep in needs(name) - listed - there}
+    assert not missing, f"add to tools/gpu_wheels.txt: {sorted(missing)}"

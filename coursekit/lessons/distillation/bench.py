@@ -309,6 +309,7 @@ def probe_teacher_mode(profile: Profile, variant: str, teacher_mode: str, seed: 
     start = time.perf_counter()
     try:
         build(variant, profile, teacher_mode=teacher_mode, seed=seed).step(*image_batch(profile, seed))
+        synchronize(profile.device)  # the step's GPU work inside the time, as every other clock here
         outcome, ok = "ran", True
     except Exception as err:  # the point of the probe: report the failure instead of raising it
         outcome, ok = error_summary(err), False
