@@ -171,3 +171,24 @@ def test_gpu_wheels_bring_every_dependency_the_machine_lacks() -> None:
             todo += needs(name)
     missing = {f"{dep} (for {name})" for name in listed for dep in needs(name) - listed - there}
     assert not missing, f"add to tools/gpu_wheels.txt: {sorted(missing)}"
+
+
+def test_a_wrong_submissions_speed_is_judged_only_where_it_must_fail() -> None:
+    """As in tests/test_grader.py: a speed check counts only for a submission that must fail it. A broken protocol
+    fails every check, its speed check too, which exercise 2's "break-free only the first time" does not list (the
+    suite does not time it): the CPU rehearsal of session 44 called that submission BAD."""
+    from tools.gpu_check import as_expected
+
+    def check(cid: str, kind: str, passed: bool) -> dict:
+        return {"id": cid, "kind": kind, "passed": passed}
+
+    broken = [check("ex.values", "correctness", False), check("ex.speed", "speed", False)]
+    assert as_expected(broken, {"ex.values"}) == (
+        True,
+        {"ex.values", "ex.speed"},
+        {"speed_measured": {"ex.speed": False}},
+    )
+    slow = [check("ex.values", "correctness", True), check("ex.speed", "speed", True)]
+    assert as_expected(slow, {"ex.speed"})[0] is False  # must fall short of the speed, and did not
+    assert as_expected([check("ex.values", "correctness", True)], {"ex.values"})[0] is False
+    assert as_expected([], {"ex.values"})[0] is False  # no report
