@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from coursekit.lessons import lessons
+from coursekit.results import slug
 from grader import sandbox
+from tests.submissions import EXERCISES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +37,9 @@ def test_every_lesson_and_exercise_has_its_steps(tmp_path: Path) -> None:
     listed = gpu_check("--out", str(tmp_path), "--list")
     names = {line.split()[0] for line in listed.splitlines()}
     for lesson in lessons():
-        assert {f"lesson-{lesson.number:02d}", f"wrong-{lesson.id}", f"grade-{lesson.id}"} <= names
+        assert {f"lesson-{lesson.number:02d}", f"grade-{lesson.id}"} <= names
+        wrong = {slug(name) for name in EXERCISES[lesson.id][2]}
+        assert wrong and {f"wrong-{lesson.id}/{s}" for s in wrong} <= names, "a step for each wrong submission"
     assert {"env", "sandbox", "calibrate"} <= names
 
 

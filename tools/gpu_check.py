@@ -10,8 +10,9 @@ Each step runs in its own process under a time limit and records its status in `
 * ``calibrate``: ``python -m grader calibrate`` (the file it writes is copied into the results);
 * ``bench-NN``: lesson NN's ``python -m coursekit.bench``;
 * ``solution-NN``: execute exercise NN's reference solution notebook (public checks in the kernel);
-* ``wrong-exNN``: grade each deliberately wrong submission of exercise NN (``grader/exercises/exNN/submissions.py``)
-  and compare the checks it failed with the ones it must fail.
+* ``wrong-exNN/<name>``: grade one deliberately wrong submission of exercise NN
+  (``grader/exercises/exNN/submissions.py``) and compare the checks it failed with the ones it must fail; a step
+  each, so a call's budget cuts one grading, not an exercise's dozen (``wrong-ex05*`` picks an exercise's).
 
 Steps that finished (``ok`` or ``failed``) are skipped when the command runs again; a step cut short by the
 call's ``--budget-s`` is run again, one that ran out of its own ``--step-limit-s`` is not (``--redo`` forces it).
@@ -87,9 +88,13 @@ def all_steps(out: Path) -> list[Step]:
         if nb.is_file():
             argv = (py, "-m", me, "execute", str(nb), str(out / "solutions"), "--public")
             found.append(Step(f"solution-{lesson.number:02d}", argv, nb.name, verdict_file(out / "solutions", nb)))
+    from coursekit.results import slug
+    from tests.submissions import EXERCISES
+
     for lesson in lessons():
-        argv = (py, "-m", me, "wrong", lesson.id, str(out / "wrong"))
-        found.append(Step(f"wrong-{lesson.id}", argv, f"grade exercise {lesson.number}'s wrong submissions"))
+        for name in EXERCISES.get(lesson.id, (None, None, {}))[2]:
+            argv = (py, "-m", me, "wrong", lesson.id, str(out / "wrong"), name)
+            found.append(Step(f"wrong-{lesson.id}/{slug(name)}", argv, f"exercise {lesson.number}, wrong: {name}"))
     return found
 
 
@@ -350,14 +355,18 @@ def as_expected(checks: list[dict], must_fail: set[str]) -> tuple[bool, set[str]
     return failed & judged == must_fail, failed, {"speed_measured": measured}
 
 
-def wrong_step(exercise: str, dest: Path) -> int:
-    """Grade each wrong submission of ``exercise``; it must fail exactly the checks it names."""
+def wrong_step(exercise: str, dest: Path, only: str | None = None) -> int:
+    """Grade each wrong submission of ``exercise`` (or the one named ``only``); each must fail exactly the checks it
+    names. The verdicts join ``dest/<exercise>.json``, which keeps those of earlier steps."""
     from coursekit.results import slug
     from tests.submissions import EXERCISES, variant
 
     solution, _, wrong = EXERCISES[exercise]
-    results, bad = {}, 0
+    summary = dest / f"{exercise}.json"
+    results, bad = json.loads(summary.read_text()) if summary.is_file() else {}, 0
     for name, (edits, must_fail) in wrong.items():
+        if only is not None and name != only:
+            continue
         folder = dest / exercise / slug(name)
         nb = variant(solution, folder / solution.name, edits)
         report = folder / "report.json"
@@ -368,7 +377,10 @@ def wrong_step(exercise: str, dest: Path) -> int:
         results[name] = {"as_expected": ok, "failed": sorted(failed), "must_fail": sorted(must_fail), **measured}
         extra = f" (speed, not judged: {measured['speed_measured']})" if measured["speed_measured"] else ""
         print(f"{'ok ' if ok else 'BAD'} {name}: failed {sorted(failed)}{extra}", flush=True)
-    (dest / f"{exercise}.json").write_text(json.dumps(results, indent=2) + "\n")
+        summary.write_text(json.dumps(results, indent=2) + "\n")
+    if only is not None and only not in wrong:
+        print(f"exercise {exercise} has no wrong submission named {only!r}", file=sys.stderr)
+        return 2
     return 1 if bad else 0
 
 
@@ -383,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             return execute_step(Path(rest[0]), Path(rest[1]), "--public" in rest)
         if cmd == "calibrate":
             return calibrate_step(Path(rest[0]), int(os.environ.get("GPU_CHECK_RUNS", "3")))
-        return wrong_step(rest[0], Path(rest[1]))
+        return wrong_step(rest[0], Path(rest[1]), rest[2] if len(rest) > 2 else None)
     parser = argparse.ArgumentParser(prog="python -m tools.gpu_check", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="results folder (default: bench/results/gpu-check-<device>-...)")
     parser.add_argument("--steps", nargs="*", default=[], help="only these steps (names or globs: lesson-*)")
