@@ -145,8 +145,8 @@ GPU_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "extra"
 
 def test_gpu_wheels_bring_every_dependency_the_machine_lacks() -> None:
     """Every dependency of a listed wheel is listed too or comes with what the GPU machine already has: a Python 3.12
-    with torch 2.11 and the header's packages, without ``attrs`` and ``nest-asyncio2``, stopped the grader at
-    ``import nbformat`` and the kernels at start-up (a rehearsal with ``pip install --target``, session 44). The
+    with torch 2.11 and the header's packages stopped the grader at ``import nbformat`` without ``attrs`` (a
+    rehearsal with ``pip install --target``, session 44; ``ipykernel``'s ``nest-asyncio2`` was missing too). The
     requirements are read from this environment's copies, which match the listed versions or nearly."""
     from importlib import metadata
 
