@@ -344,15 +344,15 @@ def calibrate_step(out: Path, runs: int) -> int:
     return subprocess.call(argv + ["--only", ",".join(todo)], cwd=ROOT)
 
 
-def as_expected(checks: list[dict], must_fail: set[str]) -> tuple[bool, set[str], dict]:
+def as_expected(checks: list[dict], must_fail: set[str]) -> tuple[bool, set[str], dict[str, bool]]:
     """Whether a wrong submission's report (``checks``) failed exactly ``must_fail``, judged as
     ``tests/test_grader.py`` judges it: a speed check only where the submission must fail it; elsewhere its outcome
     is a measurement (a broken answer may still be fast, and a broken protocol fails every check), reported apart.
-    Also returns the checks it failed and ``{"speed_measured": {id: passed}}`` for the speed checks not judged."""
+    Also returns the checks it failed and ``{id: passed}`` for the speed checks not judged."""
     failed = {c["id"] for c in checks if not c["passed"]}
     judged = {c["id"] for c in checks if c["kind"] != "speed" or c["id"] in must_fail}
     measured = {c["id"]: c["passed"] for c in checks if c["id"] not in judged}
-    return failed & judged == must_fail, failed, {"speed_measured": measured}
+    return failed & judged == must_fail, failed, measured
 
 
 def wrong_step(exercise: str, dest: Path, only: str | None = None) -> int:
@@ -374,8 +374,9 @@ def wrong_step(exercise: str, dest: Path, only: str | None = None) -> int:
         checks = json.loads(report.read_text())["checks"] if report.is_file() else []
         ok, failed, measured = as_expected(checks, set(must_fail))
         bad += not ok
-        results[name] = {"as_expected": ok, "failed": sorted(failed), "must_fail": sorted(must_fail), **measured}
-        extra = f" (speed, not judged: {measured['speed_measured']})" if measured["speed_measured"] else ""
+        results[name] = {"as_expected": ok, "failed": sorted(failed), "must_fail": sorted(must_fail)}
+        results[name]["speed_measured"] = measured
+        extra = f" (speed, not judged: {measured})" if measured else ""
         print(f"{'ok ' if ok else 'BAD'} {name}: failed {sorted(failed)}{extra}", flush=True)
         summary.write_text(json.dumps(results, indent=2) + "\n")
     if only is not None and only not in wrong:
