@@ -155,11 +155,12 @@ def test_gpu_wheels_bring_every_dependency_the_machine_lacks() -> None:
     def key(name: str) -> str:
         return name.lower().replace("_", "-").replace(".", "-")
 
-    def needs(name: str) -> set[str]:
+    def needs(name: str, installed: bool = False) -> set[str]:
         try:
             found = metadata.requires(name) or []
         except metadata.PackageNotFoundError:
-            return set()
+            assert not installed, f"{name} is not installed here, so its requirements cannot be read"
+            return set()  # something a preinstalled package needs only elsewhere
         reqs = (Requirement(r) for r in found)
         return {key(r.name) for r in reqs if r.marker is None or r.marker.evaluate(GPU_PYTHON)}
 
@@ -173,7 +174,7 @@ def test_gpu_wheels_bring_every_dependency_the_machine_lacks() -> None:
         if name not in there:
             there.add(name)
             todo += needs(name)
-    missing = {f"{dep} (for {name})" for name in listed for dep in needs(name) - listed - there}
+    missing = {f"{dep} (for {name})" for name in listed for dep in needs(name, installed=True) - listed - there}
     assert not missing, f"add to tools/gpu_wheels.txt: {sorted(missing)}"
 
 
@@ -192,3 +193,13 @@ def test_a_wrong_submissions_speed_is_judged_only_where_it_must_fail() -> None:
     assert as_expected(slow, {"ex.speed"})[0] is False  # must fall short of the speed, and did not
     assert as_expected([check("ex.values", "correctness", True)], {"ex.values"})[0] is False
     assert as_expected([], {"ex.values"})[0] is False  # no report
+
+
+def test_a_wrong_step_names_an_unknown_submission_without_grading(tmp_path: Path, capsys) -> None:
+    """``wrong exNN <dir> <name>`` with a name the exercise lacks (a renamed submission in an old steps list) says so
+    and fails at once, before any grading or summary."""
+    from tools.gpu_check import wrong_step
+
+    assert wrong_step("ex00", tmp_path, "no such submission") == 2
+    assert "no wrong submission named 'no such submission'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -91,10 +91,10 @@ def all_steps(out: Path) -> list[Step]:
     from coursekit.results import slug
     from tests.submissions import EXERCISES
 
-    for lesson in lessons():
-        for name in EXERCISES.get(lesson.id, (None, None, {}))[2]:
-            argv = (py, "-m", me, "wrong", lesson.id, str(out / "wrong"), name)
-            found.append(Step(f"wrong-{lesson.id}/{slug(name)}", argv, f"exercise {lesson.number}, wrong: {name}"))
+    for exercise, (_, _, wrong) in EXERCISES.items():
+        for name in wrong:
+            argv = (py, "-m", me, "wrong", exercise, str(out / "wrong"), name)
+            found.append(Step(f"wrong-{exercise}/{slug(name)}", argv, f"{exercise}, wrong: {name}"))
     return found
 
 
@@ -362,6 +362,9 @@ def wrong_step(exercise: str, dest: Path, only: str | None = None) -> int:
     from tests.submissions import EXERCISES, variant
 
     solution, _, wrong = EXERCISES[exercise]
+    if only is not None and only not in wrong:
+        print(f"exercise {exercise} has no wrong submission named {only!r}", file=sys.stderr)
+        return 2
     summary = dest / f"{exercise}.json"
     results, bad = json.loads(summary.read_text()) if summary.is_file() else {}, 0
     for name, (edits, must_fail) in wrong.items():
@@ -379,9 +382,6 @@ def wrong_step(exercise: str, dest: Path, only: str | None = None) -> int:
         extra = f" (speed, not judged: {measured})" if measured else ""
         print(f"{'ok ' if ok else 'BAD'} {name}: failed {sorted(failed)}{extra}", flush=True)
         summary.write_text(json.dumps(results, indent=2) + "\n")
-    if only is not None and only not in wrong:
-        print(f"exercise {exercise} has no wrong submission named {only!r}", file=sys.stderr)
-        return 2
     return 1 if bad else 0
 
 
