@@ -60,7 +60,7 @@ setup:  ## create .venv with the pinned dependencies and this kit (editable; TOR
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "installing torch, torchvision, timm, JupyterLab, nbgrader and the rest of requirements.txt: torch brings its"
-	@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too; for a"
+	@echo "CUDA libraries (about 6 GB on disk, a few minutes; pip shows each download; they run on a CPU too; for a"
 	@echo "CPU-only torch: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
 	$(if $(TORCH_INDEX),$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) $(TORCH_PINS))
 	$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .

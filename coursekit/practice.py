@@ -56,8 +56,10 @@ class PracticeReport:
             *(f"  break: {r}" for r in self.reasons),
             f"graphs compiled so far, after each call: {self.frames}    (a count that grows is a recompile; usually "
             "asked: no growth once each shape has been seen)",
-            f"device->host syncs: {told(sync_waits(self.syncs, self.device), self.syncs)}    (asked: none)",
-            f"host-built tensors: {told(host_copies(self.host_tensors), self.host_tensors)}    (asked: none)",
+            f"device->host syncs: {told(sync_waits(self.syncs, self.device), self.syncs)}    "
+            "(where a check counts them, it asks: none)",
+            f"host-built tensors: {told(host_copies(self.host_tensors), self.host_tensors)}    "
+            "(where a check counts them, it asks: none)",
         ]
 
     def __str__(self) -> str:

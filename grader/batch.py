@@ -536,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
             policy,
         )
 
-    bar = tqdm(total=len(todo), unit="sub", desc="grading", disable=args.no_progress)
+    bar = tqdm(total=len(todo), unit="sub", desc="grading", disable=True if args.no_progress else None)
     started = time.monotonic()
     graded = 0
 

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any
 
 from grader.numbers import format_value
-from grader.quiet import stderr_to_stdout
+from grader.quiet import PrintedTail, hold_stdout, stderr_to_stdout
 
 TIMEOUT_ENV = "GRADER_CHECK_TIMEOUT"
 SCOPE_ENV = "GRADER_IN_NOTEBOOK"  # "public": hidden checks' cells run nothing (see the module docstring)
@@ -138,8 +138,29 @@ def _publish(text: str, record: dict) -> None:
         print(text)
 
 
-def run_check(check_id: str, namespace: dict[str, Any]) -> None:
-    """Run ``check_id`` against ``namespace``; show the outcome, raise ``AssertionError`` if it fails."""
+SHOWN_LINES = 40  # of what the learner's code printed, after a failed check
+
+
+def _show_printed(printed: PrintedTail, check_id: str, show: bool) -> None:
+    """What the learner's code printed during the check: its last lines, or one line saying it was held back."""
+    if not printed.lines and not printed.tail.strip():
+        return
+    if show:
+        cut = printed.lines > SHOWN_LINES or len(printed.tail) == printed.limit
+        print(f"(what your code printed during the check{f', its last {SHOWN_LINES} lines' if cut else ''}:)")
+        print(printed.last_lines(SHOWN_LINES))
+    else:
+        print(
+            f"(your code printed {max(printed.lines, 1)} line(s) during the check, held back because it passed: "
+            f"run_check({check_id!r}, globals(), show_output=True) shows them)"
+        )
+
+
+def run_check(check_id: str, namespace: dict[str, Any], show_output: bool = False) -> None:
+    """Run ``check_id`` against ``namespace``; show the outcome, raise ``AssertionError`` if it fails. What your
+    code prints during the check is shown after a failure (its last lines) and held back after a pass, with a line
+    saying how much; ``show_output=True`` shows it either way (blind attendees, session 45: exercise 5's passing
+    check showed 80 lines of the bisector's log before its verdict)."""
     global _CONTEXT
     from grader.context import Context
     from grader.interface import exercise_for  # noqa: F401 - the registry needs the contracts
@@ -161,8 +182,9 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
     _CONTEXT = _CONTEXT or Context.create()
     limit = check_timeout_s(_CONTEXT)
     start = time.perf_counter()
+    printed = PrintedTail()
     try:
-        with stderr_to_stdout(), _profile_threads(_CONTEXT):
+        with stderr_to_stdout(), _profile_threads(_CONTEXT), hold_stdout() as printed:
             with _time_limit(limit):
                 result = _run(check, LocalLearner(namespace, check.exercise, _CONTEXT.profile), _CONTEXT)
     except CheckTimeout as exc:
@@ -179,6 +201,7 @@ def run_check(check_id: str, namespace: dict[str, Any]) -> None:
 
         why = f"the grader would flag this: {exc} ({protocol_cause(str(exc))})"
         result = CheckResult.failed(check, why, time.perf_counter() - start)
+    _show_printed(printed, check_id, show=show_output or not result.passed)
     text, record = describe(result, check, _CONTEXT)
     _publish(text, record)
     if not result.passed:

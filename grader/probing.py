@@ -164,10 +164,12 @@ def where_in_notebook(exc: BaseException) -> str:
     """' (in `fn`, the 5th code cell, line 3: `x = ...`)' for the deepest frame in the notebook (JupyterLab numbers
     no cells, and markdown cells are not counted); for an error Dynamo raised while tracing, the last notebook line
     its message names."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<code cell ")]
+    frames = [(f, n) for f, n in traceback.walk_tb(exc.__traceback__) if f.f_code.co_filename.startswith("<code cell ")]
     if frames:
-        f = frames[-1]
-        cell, line, name, text = int(f.filename.removeprefix("<code cell ").removesuffix(">")), f.lineno, f.name, f.line
+        frame, line = frames[-1]
+        cell = int(frame.f_code.co_filename.removeprefix("<code cell ").removesuffix(">"))
+        name = frame.f_code.co_qualname  # `Distiller.__init__`, not a bare `__init__` (a blind attendee, session 45)
+        text = linecache.getline(frame.f_code.co_filename, line)
     elif from_dynamo(exc) and (found := _DYNAMO_USER_CODE.findall(str(exc)[:20_000])):
         cell, line, name = int(found[-1][0]), int(found[-1][1]), found[-1][2]
         text = linecache.getline(f"<code cell {cell}>", line)

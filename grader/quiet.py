@@ -61,6 +61,35 @@ def stderr_to_stdout() -> Iterator[None]:
         print(captured.rstrip())
 
 
+class PrintedTail(io.TextIOBase):
+    """A stdout that keeps the last ``limit`` characters written to it and counts the lines: what a learner's code
+    printed during a check, bounded however much it prints."""
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self.tail = ""
+        self.lines = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.lines += text.count("\n")
+        self.tail = (self.tail + text)[-self.limit :]
+        return len(text)
+
+    def last_lines(self, n: int) -> str:
+        return "\n".join(self.tail.rstrip("\n").splitlines()[-n:])
+
+
+@contextlib.contextmanager
+def hold_stdout(limit: int = 20_000) -> Iterator[PrintedTail]:
+    """What Python code prints inside the block goes to a ``PrintedTail`` instead of the cell's output."""
+    held = PrintedTail(limit)
+    with contextlib.redirect_stdout(held):
+        yield held
+
+
 # what the judge's own compiles log that is about the grader's code, never the learner's
 JUDGE_COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.utils.cpp_extension")
 

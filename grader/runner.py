@@ -147,7 +147,15 @@ def grade_notebook(
     _warn_short(timeout)
     limits = Limits(memory_limit_bytes or default_memory_limit(), timeout)
     done: dict[str, CheckResult] = {}
-    bar = tqdm(total=len(order), desc=f"grading {Path(notebook).name}", unit="check", disable=not progress, leave=False)
+    # disable=None: a bar on a terminal only; a piped or logged run gets none (a blind attendee, session 45, found the
+    # bar's last line run into the score line in a log)
+    bar = tqdm(
+        total=len(order),
+        desc=f"grading {Path(notebook).name}",
+        unit="check",
+        disable=None if progress else True,
+        leave=False,
+    )
     with (
         tempfile.TemporaryDirectory(prefix="grader-") as tmp,
         RemoteLearner(cells, exercise, profile, limits, report=report, workdir=Path(tmp)) as learner,

@@ -117,6 +117,12 @@ def test_an_error_names_the_code_cell_and_line_a_learner_can_find() -> None:
     with pytest.raises(ZeroDivisionError) as info:
         loaded.namespace["f"](1)
     assert where_in_notebook(info.value) == " (in `f`, the 2nd code cell, line 3: `return y / 0`)"
+    loaded = load_cells(["class Net:\n    def __init__(self):\n        raise NotImplementedError()"])
+    with pytest.raises(NotImplementedError) as info:
+        loaded.namespace["Net"]()
+    assert where_in_notebook(info.value) == (
+        " (in `Net.__init__`, the 1st code cell, line 3: `raise NotImplementedError()`)"
+    ), "a method is named with its class"
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"
     ]  # fmt: skip

@@ -32,6 +32,12 @@ def test_cold_ratio_alternates_the_sides_from_a_fresh_compile_state_and_reports_
     assert torch.get_num_threads() == threads, "the kernel's threads come back"
     printed = capsys.readouterr().out
     assert printed.count("trial ") == 3 and "median" in printed and "not the grader's measurement" in printed
+    report._ipython_display_()  # a notebook cell that ends with the call: the summary is not shown twice
+    assert capsys.readouterr().out == ""
+    assert repr(report).startswith("Rehearsal(") and "x over 3 trial(s): a test" in repr(report)
+    quiet = cold_ratio(side("b", 0.0), side("y", 0.0), what="q", baseline_name="base", trials=1, show=False)
+    quiet._ipython_display_()
+    assert "q: median" in capsys.readouterr().out, "printed nothing: a cell that ends with it shows the summary"
 
 
 def test_cold_ratio_needs_a_trial() -> None:

@@ -292,6 +292,8 @@ def test_release_has_nbgrader_folders_and_a_kit_without_solutions_or_hidden_chec
     assert not any(n.endswith(("/hidden.py", "/reference.py")) for n in names)
     assert not any(n.startswith(("solutions/", "tests/", "grader/calibration")) for n in names)
     assert [n for n in names if n.startswith("tools/")] == ["tools/disk_room.py"], "of tools/, only the disk check"
+    said = (kit / "requirements.txt").read_text()
+    assert "nbgrader" not in said and "environment.yml" not in said, "the kit's requirements name what it lacks"
     lesson_tests = [n for n in names if n.startswith("coursekit/") and n.endswith(("/test_lesson.py", "/conftest.py"))]
     assert not lesson_tests, f"the lessons' own tests ship: {lesson_tests}"
     _assert_no_leaks(text_files(kit), "kit")

@@ -91,6 +91,8 @@ def kit_files() -> tuple[dict[str, Path], list[str]]:
 
 
 def kit_requirements() -> str:
-    """requirements.txt without the instructor-only lines (marked ``# instructor``)."""
+    """requirements.txt without the instructor-only lines (marked ``# instructor``) and the line on
+    ``environment.yml``, which the kit does not ship (a blind attendee, session 45)."""
     lines = (ROOT / "requirements.txt").read_text().splitlines()
-    return "\n".join(line for line in lines if "# instructor" not in line) + "\n"
+    kept = [line for line in lines if "# instructor" not in line and "environment.yml" not in line]
+    return "\n".join(kept) + "\n"

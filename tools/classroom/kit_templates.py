@@ -13,13 +13,16 @@ make lab        # open JupyterLab; start with notebooks/00_orientation.ipynb
 make check EX=01   # workshop mode: check exercise 1 quickly, and see your progress on all of them
 ```
 
-`make setup` installs torch with its CUDA libraries (about 5 GB; they run on a CPU too) and takes a few
-minutes; on a machine without an NVIDIA GPU, `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes
-torch and torchvision from PyTorch's CPU-only index instead (no CUDA libraries; the same versions; not tried by
-the course's authors, whose machines reach only PyPI).
+`make setup` installs torch with its CUDA libraries (about 6 GB; they run on a CPU too, and this is the setup the
+course is tested with) and takes a few minutes, on a laptop as on a GPU machine. Only to save disk space without an
+NVIDIA GPU: `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes torch and torchvision from PyTorch's
+CPU-only index instead (no CUDA libraries; the same versions; not tried by the course's authors, whose machines
+reach only PyPI). If that index cannot be reached, run plain `make setup`: it carries on in the same `.venv`.
 `make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then follows it;
 the name must start with the exercise's number and an underscore, which is how the grader tells the exercises
 apart); `make grade` runs every check in this kit on `exercises/`. {timed}
+Without a browser, a notebook runs from the shell: `.venv/bin/jupyter nbconvert --to notebook --execute
+exercises/01_cross_entropy_ladder.ipynb --output /tmp/01_run.ipynb` writes a copy with every cell's output.
 
 In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
 piece at once; the hidden checks are not in this kit: they run when your instructor grades your work, and
@@ -83,7 +86,7 @@ TORCH_INDEX ?=
 TORCH_PINS = $(shell grep -E '^(torch|torchvision)==' requirements.txt)
 CPU_HINT = or, without an NVIDIA GPU, a CPU-only torch (no CUDA libraries): make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
-help:  ## list the targets (plain `make` does this; `make setup` installs, about 5 GB)
+help:  ## list the targets (plain `make` does this; `make setup` installs, about 6 GB)
 \t@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 setup:  ## create .venv with the pinned dependencies and this kit (TORCH_INDEX=... for a CPU-only torch)
@@ -91,7 +94,7 @@ setup:  ## create .venv with the pinned dependencies and this kit (TORCH_INDEX=.
 \t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 \t$(BIN)/python -m pip install --quiet --upgrade pip
 \t@echo "installing torch, torchvision, timm, JupyterLab and the rest of requirements.txt: torch brings its"
-\t@echo "CUDA libraries (about 5 GB on disk, a few minutes; pip shows each download; they run on a CPU too; for a"
+\t@echo "CUDA libraries (about 6 GB on disk, a few minutes; pip shows each download; they run on a CPU too; for a"
 \t@echo "CPU-only torch: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
 \t$(if $(TORCH_INDEX),$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) $(TORCH_PINS))
 \t$(BIN)/python -m pip install --progress-bar on -r requirements.txt -e .

@@ -167,7 +167,8 @@ def profile_op_counts(learner, ctx) -> None:
 
 @check("ex01.smoothed_ce.values", kind="correctness", points=2, needs=("SmoothedCE",), public=True)
 def smoothed_ce_values(learner, ctx) -> None:
-    """SmoothedCE matches F.cross_entropy(weight, ignore_index, label_smoothing) on four stored inputs."""
+    """SmoothedCE matches F.cross_entropy(weight, ignore_index, label_smoothing) on four stored inputs of float32
+    logits of ordinary size; the hidden checks add logits large enough to overflow a naive exp, and float64."""
     expect_values(learner, "SmoothedCE", [stored(c) for c in PUBLIC_CASES], grads=False, label="SmoothedCE")
 
 

@@ -91,7 +91,8 @@ def expect_backend(learner, subject: dict, bugs: tuple[Bug, ...], expected: str 
 EAGER_FAILS = (
     " The eager rung runs your function as ordinary PyTorch, with no compiler layer to blame: when it fails, the "
     "error is almost always in your own code (a typo, or a name the grader did not load), caught by your "
-    "`except Exception`. Print or keep the exception you catch, and run the check again."
+    "`except Exception`. Print the exception you catch and run this check's cell in your notebook: after a failed "
+    "check it shows what your code printed (`make check` and the grader show only the verdict)."
 )
 
 
