@@ -9,6 +9,8 @@ notebook at all, so redefining ``run_check`` (or anything else) in a cell change
 Inside a notebook:
 
 * warnings go to stdout, never stderr;
+* what the learner's code prints during the check is held back after a pass (one line says how much) and its last
+  lines are shown after a failure; ``run_check(id, globals(), show_output=True)`` shows it either way;
 * a check that runs past its time limit (``GRADER_CHECK_TIMEOUT`` seconds, default
   the grader's per-check timeout) stops with the same message ``python -m grader`` gives;
 * the outcome is shown as text and also published as structured data
