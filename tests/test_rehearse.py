@@ -52,3 +52,24 @@ def test_cold_ratio_times_on_the_profiles_threads_unless_told_otherwise() -> Non
     cold_ratio(lambda: seen.append(torch.get_num_threads()), lambda: None, what="x", baseline_name="y", trials=1,
                show=False)  # fmt: skip
     assert set(seen) == {get_profile().threads}
+
+
+def test_the_graders_baseline_runs_without_dynamos_warnings_and_yours_with_them(monkeypatch) -> None:
+    """Exercise 4's static baseline hits the recompile limit every trial; its warnings are the grader's, not the
+    learner's (a blind attendee, session 45), so only the baseline's side is quiet, and ``TORCH_LOGS`` wins."""
+    import logging
+
+    monkeypatch.delenv("TORCH_LOGS", raising=False)
+    frame = logging.getLogger("torch._dynamo.convert_frame")
+    seen: dict[str, list[bool]] = {"base": [], "yours": []}
+
+    def side(name: str):
+        return lambda: seen[name].append(frame.isEnabledFor(logging.WARNING))
+
+    cold_ratio(side("base"), side("yours"), what="x", baseline_name="y", trials=2, show=False)
+    assert seen == {"base": [False] * 3, "yours": [True] * 3}, seen
+    assert frame.isEnabledFor(logging.WARNING), "the levels come back"
+    monkeypatch.setenv("TORCH_LOGS", "recompiles")
+    seen = {"base": [], "yours": []}
+    cold_ratio(side("base"), side("yours"), what="x", baseline_name="y", trials=1, show=False)
+    assert seen["base"] == [True, True], "with TORCH_LOGS set, nothing is silenced"

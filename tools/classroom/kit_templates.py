@@ -13,11 +13,12 @@ make lab        # open JupyterLab; start with notebooks/00_orientation.ipynb
 make check EX=01   # workshop mode: check exercise 1 quickly, and see your progress on all of them
 ```
 
-`make setup` installs torch with its CUDA libraries (about 6 GB; they run on a CPU too, and this is the setup the
-course is tested with) and takes a few minutes, on a laptop as on a GPU machine. Only to save disk space without an
-NVIDIA GPU: `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes torch and torchvision from PyTorch's
-CPU-only index instead (no CUDA libraries; the same versions; not tried by the course's authors, whose machines
-reach only PyPI). If that index cannot be reached, run plain `make setup`: it carries on in the same `.venv`.
+**GPU or not, plain `make setup` is the way**: it installs torch with its CUDA libraries (about 6 GB; they run on a
+CPU too, and this is the setup the course is tested with) in a few minutes. pip may print warnings about package
+indexes it skips; the setup worked if it ends with a line `C++ compiler for Inductor: ...`. Only if disk space is
+short on a machine without an NVIDIA GPU: `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes a
+CPU-only torch and torchvision of the same versions from PyTorch's own index (not tried by the course's authors,
+whose machines reach only PyPI; if that index cannot be reached, a plain `make setup` carries on in the same `.venv`).
 `make check EX=path/to/01_my_copy.ipynb` checks a notebook kept elsewhere (the progress table then follows it;
 the name must start with the exercise's number and an underscore, which is how the grader tells the exercises
 apart); `make grade` runs every check in this kit on `exercises/`. {timed}
