@@ -13,17 +13,16 @@ Each lesson whose exercise has such a check wraps this with its own two sides, i
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from coursekit.profile import get_profile
+from coursekit.quiet import compile_warnings_off
 from coursekit.timing import synchronize
 
 
@@ -64,30 +63,8 @@ class Rehearsal:
         )
 
 
-BASELINE_LOGGERS = ("torch._dynamo", "torch._inductor")
-
-
-@contextlib.contextmanager
-def baseline_quiet() -> Iterator[None]:
-    """Only errors from Dynamo and Inductor while the grader's baseline runs: its warnings (exercise 4's static
-    baseline hits the recompile limit on purpose, every trial) are about the grader's code, not yours, and read as
-    your mistake (a blind attendee, session 45). With ``TORCH_LOGS`` set, nothing is changed."""
-    if os.environ.get("TORCH_LOGS"):
-        yield
-        return
-    loggers = [logging.getLogger(name) for name in BASELINE_LOGGERS]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
-
-
 def _run_side(fn: Callable[[], Any], baseline: bool) -> Any:
-    with baseline_quiet() if baseline else contextlib.nullcontext():
+    with compile_warnings_off() if baseline else contextlib.nullcontext():
         return fn()
 
 

@@ -102,15 +102,7 @@ def judge_compiles_quiet() -> Iterator[None]:
     Their warnings ("Graph break from `Tensor.item()`" in a lesson's ``givens.py``) went to the grading log beside a
     learner's name and read as the learner's fault. Learner code runs in the worker, whose logs this leaves alone;
     with ``TORCH_LOGS`` set, nothing is changed."""
-    if os.environ.get("TORCH_LOGS"):
+    from coursekit.quiet import compile_warnings_off
+
+    with compile_warnings_off(JUDGE_COMPILE_LOGGERS):
         yield
-        return
-    loggers = [logging.getLogger(name) for name in JUDGE_COMPILE_LOGGERS]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
