@@ -142,6 +142,23 @@ def test_a_graph_break_reason_comes_with_its_line_and_plain_words() -> None:
     assert "torch.where" in reasons[0], f"no plain-words gloss: {reasons[0]}"
 
 
+def test_a_break_inside_a_library_call_is_named_at_the_learners_line() -> None:
+    """A break Dynamo hits inside ``logging`` was named at ``logging/__init__.py:2087`` (a blind attendee, session
+    45): the reason names the learner's own line that called it."""
+    import torch
+
+    from coursekit.explain import short_reason
+
+    cell = "def f(x):\n    y = x + 1\n    logging.getLogger('kit-test').info('x')\n    return y * 2"
+    loaded = load_cells(["import logging\nimport torch", cell])
+    torch.compiler.reset()
+    reasons = torch._dynamo.explain(loaded.namespace["f"])(torch.ones(3)).break_reasons
+    torch.compiler.reset()
+    assert reasons and len(reasons[0].user_stack) > 1, "the break is inside logging, below the learner's line"
+    said = short_reason(reasons[0])
+    assert "<code cell 2>:3: logging.getLogger('kit-test').info('x')" in said and "__init__.py" not in said, said
+
+
 def _special(kind: str, path: Path, tmp_path: Path) -> None:
     """Make ``path`` a file of ``kind`` that is not a notebook (what the red team of session 30 submitted)."""
     real = tmp_path / "elsewhere.ipynb"
