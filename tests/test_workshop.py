@@ -58,3 +58,35 @@ def test_untimed_marks_a_score_that_left_timed_checks_out(
     said = "FULL=1 (--full) adds nothing for ex00" in capsys.readouterr().out
     assert said is (full and "speed" not in kinds), "FULL=1 where it adds nothing says so (the learner kit)"
     assert len(entry["when"].split()) == 2 and entry["when"].count("-") == 2, entry["when"]
+
+
+def test_the_kits_load_cache_says_what_it_unpacked_and_fails_without_a_cache(tmp_path: Path) -> None:
+    """A host helper (session 45): ``make load-cache`` printed only its commands and hid every failure."""
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    from tools.classroom.kit_templates import KIT_MAKEFILE
+
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    (tmp_path / "Makefile").write_text(KIT_MAKEFILE)
+    venv = Path(sys.executable).parent.parent
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}  # the kit's own folder, not ours
+
+    def load() -> subprocess.CompletedProcess:
+        command = ["make", "-s", "load-cache", f"VENV={venv}"]
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    empty = load()
+    assert empty.returncode != 0 and "no cache/*.tar.gz or cache/*.bin here" in empty.stdout, empty
+    (tmp_path / "kernel.py").write_text("# a cached kernel\n")
+    (tmp_path / "cache").mkdir()
+    with tarfile.open(tmp_path / "cache" / "inductor-cpu-test.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "kernel.py", arcname="kernel.py")
+    loaded = load()
+    assert loaded.returncode == 0, loaded
+    assert "unpacked cache/inductor-cpu-test.tar.gz: 1 entries into .cache/inductor" in loaded.stdout, loaded.stdout
+    assert (tmp_path / ".cache" / "inductor" / "kernel.py").is_file()

@@ -23,7 +23,8 @@ whose machines reach only PyPI; if that index cannot be reached, a plain `make s
 the name must start with the exercise's number and an underscore, which is how the grader tells the exercises
 apart); `make grade` runs every check in this kit on `exercises/`. {timed}
 Without a browser, a notebook runs from the shell: `.venv/bin/jupyter nbconvert --to notebook --execute
-exercises/01_cross_entropy_ladder.ipynb --output /tmp/01_run.ipynb` writes a copy with every cell's output.
+--allow-errors exercises/01_cross_entropy_ladder.ipynb --output-dir runs` writes `runs/01_cross_entropy_ladder.ipynb`
+with every cell's output (`--allow-errors` runs on past a cell that fails, such as a task not written yet).
 
 In each exercise, replace every `raise NotImplementedError()`. Cells marked *public check* grade that
 piece at once; the hidden checks are not in this kit: they run when your instructor grades your work, and
@@ -112,9 +113,13 @@ grade:  ## run every public check on exercises/
 
 LOAD_ARTIFACTS := import sys, torch; torch.compiler.load_cache_artifacts(open(sys.argv[1], 'rb').read())
 load-cache:  ## unpack the compile cache your instructor shipped (cache/*.tar.gz) into .cache/inductor
-\tmkdir -p $(TORCHINDUCTOR_CACHE_DIR)
-\tfor f in cache/*.tar.gz; do [ -f "$$f" ] && tar -xzf "$$f" -C $(TORCHINDUCTOR_CACHE_DIR); done; true
-\tfor f in cache/*.bin; do [ -f "$$f" ] && $(BIN)/python -c "$(LOAD_ARTIFACTS)" "$$f"; done; true
+\t@mkdir -p $(TORCHINDUCTOR_CACHE_DIR)
+\t@ls cache/*.tar.gz cache/*.bin 2>/dev/null | grep -q . || { echo "no cache/*.tar.gz or cache/*.bin here"; exit 1; }
+\t@for f in cache/*.tar.gz; do [ -f "$$f" ] || continue; tar -xzf "$$f" -C $(TORCHINDUCTOR_CACHE_DIR) && \
+\t  echo "unpacked $$f: $$(tar -tzf "$$f" | wc -l) entries into .cache/inductor"; done
+\t@for f in cache/*.bin; do [ -f "$$f" ] || continue; \
+\t  $(BIN)/python -c "$(LOAD_ARTIFACTS)" "$$f" && echo "loaded $$f into torch's caches"; done
+\t@echo "a cache hits only with the torch version and machine type it was built for, which its file names say"
 """
 
 KIT_PYPROJECT = """\

@@ -71,7 +71,7 @@ def release(course: Path, caches: list[Path]) -> Path:
     for warning in (w for w in warnings if not w.startswith("note: ")):
         print(f"warning: {warning}", file=sys.stderr)
     if notes:  # lessons that define an exercise's name on purpose: nothing to do
-        print(f"the kit scan found {len(notes)} definition(s) of exercise names that are meant (nothing to do):")
+        print(f"the kit scan: {len(notes)} expected definition(s) of exercise names in given code (nothing to do):")
         print("\n".join(f"  {note}" for note in notes))
     size = archive.stat().st_size / 1024**2
     print(f"wrote {archive} ({size:.1f} MiB; unpacked in {stage}); checked: no solution code, no hidden checks")
