@@ -6,7 +6,7 @@
 
 Warming compiles, in one process with the repository's cache (``TORCHINDUCTOR_CACHE_DIR``,
 ``.cache/inductor``): the lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's
-compiled training steps, lesson 3's one-graph distillation step) and every graph the grader's
+compiled training steps, every compiled step lesson 3's notebook times) and every graph the grader's
 judge compiles, by grading every reference solution. Grading a reference solution also keeps the
 kernels its sandboxed worker compiled in ``.cache/grader-seed/``: every later grading
 worker starts with a private copy of them (never of the cached graphs, which carry

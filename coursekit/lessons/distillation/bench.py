@@ -23,7 +23,10 @@ cache is left alone and its hits are counted per row (a hit makes a compile much
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
+import io
 import json
 import os
 import subprocess
@@ -249,6 +252,46 @@ def modes_dtype(profile: Profile) -> str:
     return "bf16" if profile.device_class == "cuda" and bf16_native(profile) else "fp32"
 
 
+def mode_skipped(mode: str, profile: Profile) -> str | None:
+    """Why :func:`measure_modes` skips ``mode`` here (a CUDA-only mode on a CPU, max-autotune not opted into), or
+    None where it runs."""
+    if mode in CUDA_ONLY_MODES and profile.device_class != "cuda":
+        return CUDA_ONLY_MODES[mode]
+    if mode == "max-autotune" and os.environ.get(AUTOTUNE_ENV, "") not in ("1", "yes", "true"):
+        return AUTOTUNE_OPT_IN
+    return None
+
+
+def compiled_steps(profile: Profile) -> dict[str, Callable[[], Step]]:
+    """Every compiled step the lesson's measurements time on this device, by label, each built when called: the
+    classifier's (:func:`measure_classifier`), each compiled distillation variant's (:func:`measure_distillation`)
+    and each compile mode's other than the default (:func:`measure_modes`), with their default dtypes and modes.
+    ``tools.warm_cache`` compiles them all (``warm.py``), so that the lesson's notebook finds them in a shipped cache.
+    """
+    with contextlib.redirect_stdout(io.StringIO()):  # usable_dtypes says why bf16 is skipped; the lesson says it
+        classifier, distillation = usable_dtypes(profile, DTYPES, emulated_on_cpu=True), usable_dtypes(profile, DTYPES)
+    steps: dict[str, Callable[[], Step]] = {}
+    for dtype in classifier:
+        steps[f"classifier, compiled, {dtype}"] = functools.partial(
+            classifier_step, profile, compiled=True, amp=DTYPES[dtype]
+        )
+    for dtype in distillation:
+        for variant in VARIANTS:
+            if variant != "eager":
+                steps[f"distillation, {variant}, {dtype}"] = functools.partial(_step, variant, profile, DTYPES[dtype])
+    dtype = modes_dtype(profile)
+    for mode in MODES:
+        if mode != "default" and not mode_skipped(mode, profile):
+            steps[f"distillation, {ONE_GRAPH}, {dtype}, mode={mode}"] = functools.partial(
+                _step, ONE_GRAPH, profile, DTYPES[dtype], mode
+            )
+    return steps
+
+
+def _step(variant: str, profile: Profile, amp: bool, mode: str | None = None) -> Step:
+    return build(variant, profile, amp=amp, mode=mode).step
+
+
 def measure_modes(
     profile: Profile,
     modes: Iterable[str] = MODES,
@@ -272,11 +315,8 @@ def measure_modes(
     base = known.get("eager") or eager_row(dtype, eager, profile)
     rows, skipped = [], {}
     for mode in _bar(list(modes), "lesson 3 compile modes", progress, "mode"):
-        if mode in CUDA_ONLY_MODES and profile.device_class != "cuda":
-            skipped[mode] = CUDA_ONLY_MODES[mode]
-            continue
-        if mode == "max-autotune" and os.environ.get(AUTOTUNE_ENV, "") not in ("1", "yes", "true"):
-            skipped[mode] = AUTOTUNE_OPT_IN
+        if reason := mode_skipped(mode, profile):
+            skipped[mode] = reason
             continue
         if mode == "default" and ONE_GRAPH in known:
             rows.append({**known[ONE_GRAPH], "name": mode, "reused": True})

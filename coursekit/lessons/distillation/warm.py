@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.lessons.distillation.bench import DTYPES, bf16_native
-from coursekit.lessons.distillation.material import build
+from coursekit.lessons.distillation.bench import compiled_steps, true_fp32
 from coursekit.models import image_batch
 from coursekit.profile import Profile
 
 
-def one_graph(profile: Profile) -> None:
-    for dtype, amp in DTYPES.items():  # the dtypes the lesson's distillation runs: bf16 where it is in hardware
-        if dtype == "bf16" and not bf16_native(profile):
-            continue
+def every_compiled_step(profile: Profile) -> None:
+    """Compile and run once each step the lesson's notebook times, in the notebook's state: true fp32 matmuls
+    (``true_fp32``), since the float32 matmul precision is part of Inductor's cache key (compiled without it, the
+    notebook's steps missed the cache)."""
+    true_fp32()
+    batch = image_batch(profile, 0)
+    for make in compiled_steps(profile).values():
         torch.compiler.reset()
-        build("one graph", profile, amp=amp).step(*image_batch(profile, 0))
+        make()(*batch)
+    torch.compiler.reset()
 
 
-ITEMS = {"lesson03-one-graph": ("lesson 3: one-graph distillation step, fp32 (and bf16)", one_graph)}
+ITEMS = {
+    "lesson03-compiled-steps": (
+        "lesson 3: every compiled step its notebook times (classifier, distillation variants, compile modes)",
+        every_compiled_step,
+    )
+}
 MEASURED = ()
