@@ -4,24 +4,26 @@
     python -m tools.warm_cache --no-measure     # warm and pack only
     python -m tools.warm_cache --load FILE      # an attendee: put a shipped cache (.tar.gz or .bin) in place
 
-Warming compiles, in one process with the repository's cache (``TORCHINDUCTOR_CACHE_DIR``,
-``.cache/inductor``): the lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's
-compiled training steps, every compiled step lesson 3's notebook times) and every graph the grader's
-judge compiles, by grading every reference solution. Grading a reference solution also keeps the
-kernels its sandboxed worker compiled in ``.cache/grader-seed/``: every later grading
-worker starts with a private copy of them (never of the cached graphs, which carry
-source lines), so a learner's correct code compiles warm.  It then writes two shippable forms to ``.cache/warm/``:
+Warming compiles, into the repository's cache (``TORCHINDUCTOR_CACHE_DIR``, ``.cache/inductor``): the
+lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's compiled training steps, every compiled
+step lesson 3's notebook times), each lesson's in a fresh process of its own (global settings such as the
+float32 matmul precision are part of Inductor's cache key, so one lesson's must not reach another's
+graphs), then every graph the grader's judge compiles, by grading every reference solution. Grading a
+reference solution also keeps the kernels its sandboxed worker compiled in ``.cache/grader-seed/``: every
+later grading worker starts with a private copy of them (never of the cached graphs, which carry source
+lines), so a learner's correct code compiles warm.  It then writes two shippable forms to ``.cache/warm/``:
 
 * ``compile-cache-<device>-torch<version>.tar.gz``: the inductor cache folder itself (FX graphs,
   AOTAutograd entries and the compiled kernels: C++ shared objects on CPU, Triton binaries on GPU);
-* ``mega-cache-<device>-torch<version>.bin``: ``torch.compiler.save_cache_artifacts()``, the portable
-  artifacts, loaded with ``torch.compiler.load_cache_artifacts``.
+* ``mega-cache-<device>-torch<version>[-<lesson>].bin``: ``torch.compiler.save_cache_artifacts()``, the
+  portable artifacts of each process that compiled (a lesson's, then the grader's), each loaded with
+  ``torch.compiler.load_cache_artifacts``.
 
 A cache only hits on the same torch version, device model and (on CPU) instruction set: build it on
 the machine type the attendees use (the shared GPU box, or one lab machine).
 
 Measuring runs representative first calls in fresh processes, each from an empty cache folder, a
-folder filled from the mega-cache, and the unpacked inductor folder, and records the seconds in
+folder filled from the mega-cache files, and the unpacked inductor folder, and records the seconds in
 ``bench/results/warm-cache-<device>-<profile>-torch<version>.{json,md}``.
 """
 
@@ -52,25 +54,26 @@ GRADER_ITEMS = {
 }
 
 
-def lesson_items() -> dict[str, tuple[str, object]]:
-    """``{item: (description, fn(profile))}`` from every lesson that has a ``warm.py``."""
+def warm_lessons() -> list:
+    """The lessons that have a ``warm.py``, in course order."""
     from coursekit.lessons import lessons
 
+    return [lesson for lesson in lessons() if (ROOT / "coursekit" / "lessons" / lesson.topic / "warm.py").is_file()]
+
+
+def lesson_items() -> dict[str, tuple[str, object]]:
+    """``{item: (description, fn(profile))}`` from every lesson that has a ``warm.py``."""
     found: dict[str, tuple[str, object]] = {}
-    for lesson in lessons():
-        if (Path(lesson.module("__init__").__file__).parent / "warm.py").is_file():
-            found.update(lesson.module("warm").ITEMS)
+    for lesson in warm_lessons():
+        found.update(lesson.module("warm").ITEMS)
     return found
 
 
 def measured_items() -> list[str]:
     """The items timed cold vs warm: each lesson's ``MEASURED``, then the grader's."""
-    from coursekit.lessons import lessons
-
     names: list[str] = []
-    for lesson in lessons():
-        if (Path(lesson.module("__init__").__file__).parent / "warm.py").is_file():
-            names += list(lesson.module("warm").MEASURED)
+    for lesson in warm_lessons():
+        names += list(lesson.module("warm").MEASURED)
     return names + list(GRADER_ITEMS)
 
 
@@ -110,23 +113,59 @@ def _first_call(item: str) -> float:
     return time.perf_counter() - start
 
 
-def first_calls_main(items: list[str], load: str | None) -> None:
-    """Child process: optionally load a mega-cache, then time each item's first call; print JSON."""
+def first_calls_main(items: list[str], load: list[str]) -> None:
+    """Child process: load the mega-cache files ``load`` (if any), then time each item's first call; print JSON."""
     import torch
 
     from coursekit.profile import apply_threads, get_profile
 
     apply_threads(get_profile())
-    loaded_s = 0.0
-    if load:
-        start = time.perf_counter()
-        torch.compiler.load_cache_artifacts(Path(load).read_bytes())
-        loaded_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for path in load:
+        torch.compiler.load_cache_artifacts(Path(path).read_bytes())
+    loaded_s = time.perf_counter() - start
     print(json.dumps({"load_s": loaded_s, **{item: _first_call(item) for item in items}}))
 
 
-def warm() -> tuple[bytes | None, list[str]]:
-    """Compile the lessons' and the grader's graphs into the repository's cache; return the mega-cache bytes."""
+def warm_lesson_main(topic: str, save: Path) -> None:
+    """Child process: compile one lesson's ``warm.py`` items into the cache, then write the mega-cache artifacts
+    they recorded to ``save`` (nothing where there were none); print ``{description: seconds}`` as JSON."""
+    import torch
+
+    from coursekit.lessons import lesson
+    from coursekit.profile import apply_threads, get_profile
+
+    profile = get_profile()
+    apply_threads(profile)
+    seconds = {}
+    for what, fn in lesson(topic).module("warm").ITEMS.values():
+        start = time.perf_counter()
+        fn(profile)
+        seconds[what] = round(time.perf_counter() - start, 1)
+    artifacts = torch.compiler.save_cache_artifacts()
+    if artifacts:
+        save.write_bytes(artifacts[0])
+    print(json.dumps(seconds))
+
+
+def warm_lesson(topic: str, save: Path) -> dict[str, float]:
+    """Run ``topic``'s ``warm.py`` items in a fresh process (:func:`warm_lesson_main`), into this process's cache.
+
+    A fresh process per lesson, because global settings are part of Inductor's cache key: lesson 3 sets the float32
+    matmul precision, as its notebook does, and graphs compiled after it in the same process would carry that into
+    their keys and miss in the notebooks that compile them. Returns the items' seconds."""
+    cmd = [sys.executable, __file__, "--warm-lesson", topic, "--save-bin", str(save)]
+    proc = subprocess.run(cmd, env=dict(os.environ), stdout=subprocess.PIPE, text=True, timeout=3600)
+    if proc.returncode:
+        raise SystemExit(
+            f"warming {topic} failed (exit {proc.returncode}); its output is above:\n{proc.stdout[-2000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def warm() -> tuple[list[Path], list[str]]:
+    """Compile the lessons' and the grader's graphs into the repository's cache; return the mega-cache files
+    written (one per process that compiled: each lesson's, then this one's)."""
     import torch
 
     from coursekit.profile import apply_threads, get_profile
@@ -135,12 +174,16 @@ def warm() -> tuple[bytes | None, list[str]]:
 
     profile = get_profile()
     apply_threads(profile)
-    done = []
-    for what, fn in lesson_items().values():
-        start = time.perf_counter()
-        fn(profile)
-        print(f"  {what}: {time.perf_counter() - start:.1f} s", flush=True)
-        done.append(what)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob(f"{_stem('mega-cache')}*.bin"):  # an earlier run's, which this one replaces
+        old.unlink()
+    done, megas = [], []
+    for warm_one in warm_lessons():
+        save = OUT / f"{_stem('mega-cache')}-{warm_one.topic}.bin"
+        for what, seconds in warm_lesson(warm_one.topic, save).items():
+            print(f"  {what}: {seconds:.1f} s", flush=True)
+            done.append(what)
+        megas += [save] if save.is_file() else []
     # the grader's items in this process, so into the shipped cache: the graphs a learner's correct code compiles to
     # in a notebook's checks (grading's workers compile in private scratch and keep only kernels, in the seed)
     for item, what in GRADER_ITEMS.items():
@@ -165,7 +208,10 @@ def warm() -> tuple[bytes | None, list[str]]:
             "worker's kernels in .cache/grader-seed)"
         )
     artifacts = torch.compiler.save_cache_artifacts()
-    return (artifacts[0] if artifacts else None), done
+    if artifacts:
+        megas.append(OUT / f"{_stem('mega-cache')}.bin")
+        megas[-1].write_bytes(artifacts[0])
+    return megas, done
 
 
 def _stem(kind: str) -> str:
@@ -209,11 +255,11 @@ def load(path: Path, cache: Path) -> None:
     print(f"loaded {path} into {cache}")
 
 
-def _child(items: list[str], cache: Path, load_bin: Path | None) -> dict:
+def _child(items: list[str], cache: Path, load_bins: list[Path]) -> dict:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    cmd = [sys.executable, __file__, "--first-calls", ",".join(items)] + (
-        ["--load-bin", str(load_bin)] if load_bin else []
-    )
+    cmd = [sys.executable, __file__, "--first-calls", ",".join(items)] + [
+        arg for path in load_bins for arg in ("--load-bin", str(path))
+    ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode:
@@ -221,17 +267,17 @@ def _child(items: list[str], cache: Path, load_bin: Path | None) -> dict:
     return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - start}
 
 
-def measure(items: list[str], tarball: Path, mega: Path | None, repeats: int) -> dict:
-    """First-call seconds per item from an empty cache, a mega-cache, and the shipped inductor folder."""
+def measure(items: list[str], tarball: Path, megas: list[Path], repeats: int) -> dict:
+    """First-call seconds per item from an empty cache, the mega-cache files, and the shipped inductor folder."""
     runs: dict[str, list[dict]] = {"cold": [], "mega-cache": [], "inductor-folder": []}
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="warm-") as tmp:
             cold, mega_dir, folder = Path(tmp) / "cold", Path(tmp) / "mega", Path(tmp) / "folder"
-            runs["cold"].append(_child(items, cold, None))
-            if mega is not None:
-                runs["mega-cache"].append(_child(items, mega_dir, mega))
+            runs["cold"].append(_child(items, cold, []))
+            if megas:
+                runs["mega-cache"].append(_child(items, mega_dir, megas))
             load(tarball, folder)
-            runs["inductor-folder"].append(_child(items, folder, None))
+            runs["inductor-folder"].append(_child(items, folder, []))
     summary = {}
     for condition, results in runs.items():
         if results:
@@ -279,7 +325,7 @@ def write_results(
         f"{repeats}. Each condition is one fresh process (torch already imported) that runs the first calls in "
         "this order, so the first row also pays `torch.compile`'s one-time start-up. `cold`: an empty "
         "`TORCHINDUCTOR_CACHE_DIR`; `mega-cache`: an empty one after `torch.compiler.load_cache_artifacts` of "
-        "the shipped `.bin`; `inductor-folder`: the shipped `.tar.gz` of `.cache/inductor` unpacked into it.",
+        "each shipped `.bin`; `inductor-folder`: the shipped `.tar.gz` of `.cache/inductor` unpacked into it.",
         "",
         "| first call | " + " | ".join(conditions) + " |",
         "|---|" + "---|" * len(conditions),
@@ -312,11 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeats", type=int, default=1, help="measurements per condition (default 1)")
     parser.add_argument("--first-calls", help=argparse.SUPPRESS)
-    parser.add_argument("--load-bin", help=argparse.SUPPRESS)
+    parser.add_argument("--load-bin", action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--warm-lesson", help=argparse.SUPPRESS)
+    parser.add_argument("--save-bin", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or CACHE)
     if args.first_calls:
         first_calls_main(args.first_calls.split(","), args.load_bin)
+        return 0
+    if args.warm_lesson:
+        warm_lesson_main(args.warm_lesson, args.save_bin)
         return 0
     if args.load:
         load(args.load, cache)
@@ -324,20 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     print(f"warming {cache} ...", flush=True)
     start = time.perf_counter()
-    mega_bytes, warmed = warm()
-    OUT.mkdir(parents=True, exist_ok=True)
-    mega = None
-    if mega_bytes:
-        mega = OUT / f"{_stem('mega-cache')}.bin"
-        mega.write_bytes(mega_bytes)
+    megas, warmed = warm()
     tarball = pack(cache, OUT)
-    sizes = {p.name: p.stat().st_size for p in (tarball, mega) if p is not None}
-    print(f"warmed in {time.perf_counter() - start:.0f} s; ship {', '.join(str(p) for p in (tarball, mega) if p)}")
+    sizes = {p.name: p.stat().st_size for p in (tarball, *megas)}
+    print(f"warmed in {time.perf_counter() - start:.0f} s; ship {', '.join(str(p) for p in (tarball, *megas))}")
     if args.no_measure:
         return 0
     items = args.items.split(",") if args.items else measured_items()
     warm_s, start = time.perf_counter() - start, time.perf_counter()
-    summary = measure(items, tarball, mega, args.repeats)
+    summary = measure(items, tarball, megas, args.repeats)
     took = {"warm": warm_s, "measure": time.perf_counter() - start}
     for condition, values in summary.items():
         print(

@@ -1,0 +1,62 @@
+"""``make warm-cache`` (``tools.warm_cache``) compiles each lesson's graphs in a process of its own.
+
+Global settings are part of Inductor's cache key: lesson 3's ``warm.py`` sets the float32 matmul precision, as its
+notebook does, and graphs compiled after it in the same process (the grader's, a later lesson's) would carry it
+into their keys and miss where they are meant to hit (session 46).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools import warm_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_each_lesson_warms_in_a_process_of_its_own(tmp_path, monkeypatch) -> None:
+    import grader.interface
+
+    started: list[list[str]] = []
+
+    def run(cmd, **kwargs):  # stands in for the child: records its command line, answers as one would
+        started.append(cmd)
+        save = Path(cmd[cmd.index("--save-bin") + 1])
+        save.write_bytes(b"artifacts")
+        topic = cmd[cmd.index("--warm-lesson") + 1]
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps({f"{topic} item": 1.0}) + "\n")
+
+    monkeypatch.setattr(warm_cache, "OUT", tmp_path)
+    monkeypatch.setattr(warm_cache, "GRADER_ITEMS", {})
+    monkeypatch.setattr(grader.interface, "NOTEBOOKS", {})
+    monkeypatch.setattr(warm_cache.subprocess, "run", run)
+    stale = tmp_path / f"{warm_cache._stem('mega-cache')}-a-lesson-since-removed.bin"
+    stale.write_bytes(b"old")
+    megas, done = warm_cache.warm()
+    topics = [lesson.topic for lesson in warm_cache.warm_lessons()]
+    assert len(topics) >= 3 and "distillation" in topics  # lessons 1, 2 and 3 have a warm.py
+    assert [cmd[cmd.index("--warm-lesson") + 1] for cmd in started] == topics
+    assert all(cmd[:2] == [sys.executable, warm_cache.__file__] for cmd in started), "a fresh Python per lesson"
+    assert done == [f"{topic} item" for topic in topics]
+    assert [m.name for m in megas] == [f"{warm_cache._stem('mega-cache')}-{topic}.bin" for topic in topics]
+    assert not stale.exists(), "an earlier run's mega-cache file would be shipped beside this run's"
+
+
+@pytest.mark.slow
+def test_a_lesson_child_compiles_its_items_and_saves_their_artifacts(tmp_path) -> None:
+    save = tmp_path / "lesson.bin"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    cmd = [sys.executable, warm_cache.__file__, "--warm-lesson", "cross_entropy", "--save-bin", str(save)]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seconds = json.loads(proc.stdout.strip().splitlines()[-1])
+    from coursekit.lessons import lesson
+
+    assert set(seconds) == {what for what, _ in lesson("cross_entropy").module("warm").ITEMS.values()}
+    assert save.stat().st_size > 0 and any((tmp_path / "inductor").iterdir())
