@@ -38,8 +38,10 @@ what they count, beside what they usually ask for. Traffic inside your own custo
 when you name their namespace: `practice(fn, [args1, args2], allow_inside=("ex02::",))` (label the op's body with
 `torch.profiler.record_function("ex02::...")`, as exercise 2 says).
 
-If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place so the first
-`torch.compile` of each lesson starts warm.
+If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place: the graphs it holds
+(your instructor knows which lessons') are then read from it instead of compiled from scratch. It hits only on the
+torch version and machine type it was built for, and on a CPU the C++ kernels are rebuilt all the same (their cache
+key names the folder of your Python environment), so a lesson's first run is faster there, not instant.
 """
 
 
