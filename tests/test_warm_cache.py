@@ -48,6 +48,20 @@ def test_each_lesson_warms_in_a_process_of_its_own(tmp_path, monkeypatch) -> Non
     assert not stale.exists(), "an earlier run's mega-cache file would be shipped beside this run's"
 
 
+def test_a_lesson_that_hangs_or_fails_stops_warming_with_a_message_that_names_it(monkeypatch) -> None:
+    def hangs(cmd, **kwargs):
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+
+    monkeypatch.setattr(warm_cache.subprocess, "run", hangs)
+    with pytest.raises(SystemExit, match="warming distillation stopped after 60 min"):
+        warm_cache.warm_lesson("distillation", Path("unused.bin"))
+    monkeypatch.setattr(
+        warm_cache.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, stdout="compiling...\n")
+    )
+    with pytest.raises(SystemExit, match=r"warming distillation failed \(exit 1\)(.|\n)*compiling\.\.\."):
+        warm_cache.warm_lesson("distillation", Path("unused.bin"))
+
+
 @pytest.mark.slow
 def test_a_lesson_child_compiles_its_items_and_saves_their_artifacts(tmp_path) -> None:
     save = tmp_path / "lesson.bin"

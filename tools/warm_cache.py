@@ -48,6 +48,7 @@ OUT = ROOT / ".cache" / "warm"
 RESULTS = ROOT / "bench" / "results"
 # Representative first calls, each compiling and running one graph forward and backward: every lesson's
 # ``warm.py`` names its own (``ITEMS``, and ``MEASURED`` for those timed cold vs warm), and the grader adds two.
+LESSON_TIMEOUT_S = 3600  # one lesson's warm.py, in its own process (lesson 3's took about a minute on 2 CPU cores)
 GRADER_ITEMS = {
     "grader-ex01-solution": "grader, exercise 1: the reference SmoothedCE compiled, forward+backward",
     "grader-ex02-baseline": "grader, exercise 2: the compiled BrokenScorer baseline, forward+backward",
@@ -155,10 +156,17 @@ def warm_lesson(topic: str, save: Path) -> dict[str, float]:
     matmul precision, as its notebook does, and graphs compiled after it in the same process would carry that into
     their keys and miss in the notebooks that compile them. Returns the items' seconds."""
     cmd = [sys.executable, __file__, "--warm-lesson", topic, "--save-bin", str(save)]
-    proc = subprocess.run(cmd, env=dict(os.environ), stdout=subprocess.PIPE, text=True, timeout=3600)
+    try:
+        proc = subprocess.run(cmd, env=dict(os.environ), stdout=subprocess.PIPE, text=True, timeout=LESSON_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(
+            f"warming {topic} stopped after {LESSON_TIMEOUT_S / 60:.0f} min (its warm.py compiles too much for this "
+            "machine, or hangs): run its items alone to see which"
+        ) from None
     if proc.returncode:
         raise SystemExit(
-            f"warming {topic} failed (exit {proc.returncode}); its output is above:\n{proc.stdout[-2000:]}"
+            f"warming {topic} failed (exit {proc.returncode}): its errors are above, the end of its output here:\n"
+            f"{proc.stdout[-2000:]}"
         )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
