@@ -46,3 +46,23 @@ def use_repo_compile_cache() -> str:
     if not current or current == _torch_default():
         os.environ[CACHE_ENV] = str(repo_root() / ".cache" / "inductor")
     return os.environ[CACHE_ENV]
+
+
+def key_settings() -> dict[str, object]:
+    """The global settings Inductor's FX-graph cache key holds that a notebook may change (``FxGraphHashDetails``
+    in ``torch/_inductor/codecache.py``; the default dtype from torch 2.14): a graph compiled under other values
+    misses the entries compiled under these. ``torch.set_float32_matmul_precision("highest")`` changes the first
+    although "highest" is the default (``none`` becomes ``ieee``); cuDNN's TF32 switch is not in the key."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul
+    return {
+        "cuda.matmul.fp32_precision": matmul.fp32_precision,
+        "allow_fp16_reduced_precision_reduction": matmul.allow_fp16_reduced_precision_reduction,
+        "allow_bf16_reduced_precision_reduction": matmul.allow_bf16_reduced_precision_reduction,
+        "deterministic_algorithms": (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ),
+        "default_dtype": torch.get_default_dtype(),
+    }

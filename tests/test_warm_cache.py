@@ -1,8 +1,8 @@
 """``make warm-cache`` (``tools.warm_cache``) compiles each lesson's graphs in a process of its own.
 
-Global settings are part of Inductor's cache key: lesson 3's ``warm.py`` sets the float32 matmul precision, as its
-notebook does, and graphs compiled after it in the same process (the grader's, a later lesson's) would carry it
-into their keys and miss where they are meant to hit (session 46).
+Global settings are part of Inductor's cache key (``coursekit.cache.key_settings``): a ``warm.py`` that sets the
+float32 matmul precision, as its notebook does, would carry it into the keys of the graphs compiled after it in the
+same process (the grader's, a later lesson's), which would then miss where they are meant to hit (session 46).
 """
 
 from __future__ import annotations
@@ -25,30 +25,37 @@ def test_each_lesson_warms_in_a_process_of_its_own(tmp_path, monkeypatch) -> Non
     import grader.interface
 
     started: list[list[str]] = []
+    cache = tmp_path / "inductor"
 
     def run(cmd, **kwargs):  # stands in for the child: records its command line, answers as one would
+        assert kwargs["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(cache), "the child compiles into the shipped folder"
         started.append(cmd)
         save = Path(cmd[cmd.index("--save-bin") + 1])
         save.write_bytes(b"artifacts")
         topic = cmd[cmd.index("--warm-lesson") + 1]
         return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps({f"{topic} item": 1.0}) + "\n")
 
-    monkeypatch.setattr(warm_cache, "OUT", tmp_path)
+    monkeypatch.setattr(warm_cache, "OUT", tmp_path / "warm")
+    (tmp_path / "warm").mkdir()
     monkeypatch.setattr(warm_cache, "GRADER_ITEMS", {})
     monkeypatch.setattr(grader.interface, "NOTEBOOKS", {})
     monkeypatch.setattr(warm_cache.subprocess, "run", run)
     # this process compiled nothing here, but an earlier test in it may have (make test's workers run many)
     monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: None)
-    stale = tmp_path / f"{warm_cache._stem('mega-cache')}-a-lesson-since-removed.bin"
-    stale.write_bytes(b"old")
-    megas, done = warm_cache.warm()
+    stale = [
+        tmp_path / "warm" / f"{warm_cache._stem('mega-cache')}-a-lesson-since-removed.bin",
+        tmp_path / "warm" / f"{warm_cache._stem('compile-cache')}.tar.gz",
+    ]
+    for path in stale:
+        path.write_bytes(b"an earlier run's")
+    megas, done = warm_cache.warm(cache)
     topics = [lesson.topic for lesson in warm_cache.warm_lessons()]
-    assert len(topics) >= 3 and "distillation" in topics  # lessons 1, 2 and 3 have a warm.py
+    assert sorted(topics) == sorted(p.parent.name for p in (ROOT / "coursekit" / "lessons").glob("*/warm.py"))
     assert [cmd[cmd.index("--warm-lesson") + 1] for cmd in started] == topics
     assert all(cmd[:2] == [sys.executable, warm_cache.__file__] for cmd in started), "a fresh Python per lesson"
     assert done == [f"{topic} item" for topic in topics]
     assert [m.name for m in megas] == [f"{warm_cache._stem('mega-cache')}-{topic}.bin" for topic in topics]
-    assert not stale.exists(), "an earlier run's mega-cache file would be shipped beside this run's"
+    assert not any(p.exists() for p in stale), "an earlier run's files would be shipped beside this run's"
 
 
 def test_a_lesson_that_hangs_or_fails_stops_warming_with_a_message_that_names_it(monkeypatch) -> None:
@@ -57,12 +64,33 @@ def test_a_lesson_that_hangs_or_fails_stops_warming_with_a_message_that_names_it
 
     monkeypatch.setattr(warm_cache.subprocess, "run", hangs)
     with pytest.raises(SystemExit, match="warming distillation stopped after 60 min"):
-        warm_cache.warm_lesson("distillation", Path("unused.bin"))
+        warm_cache.warm_lesson("distillation", Path("unused.bin"), Path("cache"))
     monkeypatch.setattr(
         warm_cache.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, stdout="compiling...\n")
     )
     with pytest.raises(SystemExit, match=r"warming distillation failed \(exit 1\)(.|\n)*compiling\.\.\."):
-        warm_cache.warm_lesson("distillation", Path("unused.bin"))
+        warm_cache.warm_lesson("distillation", Path("unused.bin"), Path("cache"))
+
+
+def test_first_calls_measured_together_must_leave_the_cache_key_settings_alone(monkeypatch, capsys) -> None:
+    def sets_the_precision(item: str) -> float:
+        if item == "second":
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+        return 1.0
+
+    monkeypatch.setattr(warm_cache, "_first_call", sets_the_precision)
+    matmul, before = torch.backends.cuda.matmul, torch.backends.cuda.matmul.fp32_precision
+    matmul.fp32_precision = "none"
+    try:
+        warm_cache.first_calls_main(["first"], [])
+        assert json.loads(capsys.readouterr().out) == {"load_s": pytest.approx(0, abs=1), "first": 1.0}
+        with pytest.raises(SystemExit, match="second changed a global setting in Inductor's cache key"):
+            warm_cache.first_calls_main(["first", "second", "third"], [])
+        matmul.fp32_precision = "none"
+        warm_cache.first_calls_main(["first", "second"], [])  # alone, or last: no first call is measured after it
+        assert json.loads(capsys.readouterr().out)["second"] == 1.0
+    finally:
+        matmul.fp32_precision = before
 
 
 @pytest.mark.slow

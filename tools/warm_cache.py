@@ -2,7 +2,7 @@
 
     python -m tools.warm_cache                  # warm .cache/inductor, pack it, measure cold vs warm
     python -m tools.warm_cache --no-measure     # warm and pack only
-    python -m tools.warm_cache --load FILE      # an attendee: put a shipped cache (.tar.gz or .bin) in place
+    python -m tools.warm_cache --load FILE...   # an attendee: put shipped caches (.tar.gz, .bin) in place
 
 Warming compiles, into the repository's cache (``TORCHINDUCTOR_CACHE_DIR``, ``.cache/inductor``): the
 lessons' compiled graphs (lesson 1's compiled rungs, lesson 2's compiled training steps, every compiled
@@ -40,6 +40,10 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from coursekit.lessons import Lesson
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,18 +52,19 @@ OUT = ROOT / ".cache" / "warm"
 RESULTS = ROOT / "bench" / "results"
 # Representative first calls, each compiling and running one graph forward and backward: every lesson's
 # ``warm.py`` names its own (``ITEMS``, and ``MEASURED`` for those timed cold vs warm), and the grader adds two.
-LESSON_TIMEOUT_S = 3600  # one lesson's warm.py, in its own process (lesson 3's took about a minute on 2 CPU cores)
+LESSON_TIMEOUT_S = 3600  # one lesson's warm.py, in its own process (the longest took about a minute on 2 CPU cores)
+MEASURE_TIMEOUT_S = 1800  # one measuring process: every measured first call in one condition
 GRADER_ITEMS = {
     "grader-ex01-solution": "grader, exercise 1: the reference SmoothedCE compiled, forward+backward",
     "grader-ex02-baseline": "grader, exercise 2: the compiled BrokenScorer baseline, forward+backward",
 }
 
 
-def warm_lessons() -> list:
+def warm_lessons() -> list[Lesson]:
     """The lessons that have a ``warm.py``, in course order."""
-    from coursekit.lessons import lessons
+    from coursekit.lessons import HERE, lessons
 
-    return [lesson for lesson in lessons() if (ROOT / "coursekit" / "lessons" / lesson.topic / "warm.py").is_file()]
+    return [lesson for lesson in lessons() if (HERE / lesson.topic / "warm.py").is_file()]
 
 
 def lesson_items() -> dict[str, tuple[str, object]]:
@@ -118,14 +123,40 @@ def first_calls_main(items: list[str], load: list[str]) -> None:
     """Child process: load the mega-cache files ``load`` (if any), then time each item's first call; print JSON."""
     import torch
 
+    from coursekit.cache import key_settings
     from coursekit.profile import apply_threads, get_profile
 
     apply_threads(get_profile())
     start = time.perf_counter()
     for path in load:
         torch.compiler.load_cache_artifacts(Path(path).read_bytes())
-    loaded_s = time.perf_counter() - start
-    print(json.dumps({"load_s": loaded_s, **{item: _first_call(item) for item in items}}))
+    seconds: dict[str, float] = {"load_s": time.perf_counter() - start}
+    settings = key_settings()
+    for before, item in zip([None, *items], items):
+        if key_settings() != settings:  # this item would compile under other cache keys than in a notebook
+            raise SystemExit(
+                f"{before} changed a global setting in Inductor's cache key ({settings} became {key_settings()}); "
+                "the first calls measured together must leave them alone: measure it alone with --items"
+            )
+        seconds[item] = _first_call(item)
+    print(json.dumps(seconds))
+
+
+def _run_child(cmd: list[str], env: dict[str, str], timeout_s: float, what: str, stderr: int | None = None) -> dict:
+    """Run one of this tool's child processes; its last line of output, JSON. A failure or a timeout stops the tool
+    with a message that names ``what`` the child was doing."""
+    try:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(
+            f"{what} stopped after {timeout_s / 60:.0f} min (too much to compile for this machine, or a hang): "
+            "run its items alone to see which"
+        ) from None
+    if proc.returncode:
+        errors = "" if stderr is None else proc.stderr[-4000:]
+        where = "the end of its output and errors" if errors else "the end of its output (its errors are above)"
+        raise SystemExit(f"{what} failed (exit {proc.returncode}); {where}:\n{proc.stdout[-2000:]}{errors}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def warm_lesson_main(topic: str, save: Path) -> None:
@@ -149,29 +180,19 @@ def warm_lesson_main(topic: str, save: Path) -> None:
     print(json.dumps(seconds))
 
 
-def warm_lesson(topic: str, save: Path) -> dict[str, float]:
-    """Run ``topic``'s ``warm.py`` items in a fresh process (:func:`warm_lesson_main`), into this process's cache.
+def warm_lesson(topic: str, save: Path, cache: Path) -> dict[str, float]:
+    """Run ``topic``'s ``warm.py`` items in a fresh process (:func:`warm_lesson_main`) that compiles into ``cache``.
 
-    A fresh process per lesson, because global settings are part of Inductor's cache key: lesson 3 sets the float32
-    matmul precision, as its notebook does, and graphs compiled after it in the same process would carry that into
-    their keys and miss in the notebooks that compile them. Returns the items' seconds."""
+    A fresh process per lesson, because global settings are part of Inductor's cache key (``coursekit.cache.
+    key_settings``): a ``warm.py`` that sets one as its notebook does, the float32 matmul precision say, would carry
+    it into the keys of every graph compiled after it in the same process, which then miss in the notebooks that
+    compile them. Returns the items' seconds."""
     cmd = [sys.executable, __file__, "--warm-lesson", topic, "--save-bin", str(save)]
-    try:
-        proc = subprocess.run(cmd, env=dict(os.environ), stdout=subprocess.PIPE, text=True, timeout=LESSON_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise SystemExit(
-            f"warming {topic} stopped after {LESSON_TIMEOUT_S / 60:.0f} min (its warm.py compiles too much for this "
-            "machine, or hangs): run its items alone to see which"
-        ) from None
-    if proc.returncode:
-        raise SystemExit(
-            f"warming {topic} failed (exit {proc.returncode}): its errors are above, the end of its output here:\n"
-            f"{proc.stdout[-2000:]}"
-        )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    return _run_child(cmd, env, LESSON_TIMEOUT_S, f"warming {topic}")
 
 
-def warm() -> tuple[list[Path], list[str]]:
+def warm(cache: Path) -> tuple[list[Path], list[str]]:
     """Compile the lessons' and the grader's graphs into the repository's cache; return the mega-cache files
     written (one per process that compiled: each lesson's, then this one's)."""
     import torch
@@ -183,12 +204,13 @@ def warm() -> tuple[list[Path], list[str]]:
     profile = get_profile()
     apply_threads(profile)
     OUT.mkdir(parents=True, exist_ok=True)
-    for old in OUT.glob(f"{_stem('mega-cache')}*.bin"):  # an earlier run's, which this one replaces
-        old.unlink()
+    # an earlier run's files, which this one replaces: none of them is left beside a part of this run's
+    for old in [*OUT.glob(f"{_stem('mega-cache')}*.bin"), OUT / f"{_stem('compile-cache')}.tar.gz"]:
+        old.unlink(missing_ok=True)
     done, megas = [], []
     for warm_one in warm_lessons():
         save = OUT / f"{_stem('mega-cache')}-{warm_one.topic}.bin"
-        for what, seconds in warm_lesson(warm_one.topic, save).items():
+        for what, seconds in warm_lesson(warm_one.topic, save, cache).items():
             print(f"  {what}: {seconds:.1f} s", flush=True)
             done.append(what)
         megas += [save] if save.is_file() else []
@@ -269,10 +291,8 @@ def _child(items: list[str], cache: Path, load_bins: list[Path]) -> dict:
         arg for path in load_bins for arg in ("--load-bin", str(path))
     ]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    if proc.returncode:
-        raise SystemExit(f"measuring failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
-    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - start}
+    seconds = _run_child(cmd, env, MEASURE_TIMEOUT_S, "measuring first calls", stderr=subprocess.PIPE)
+    return {**seconds, "process_s": time.perf_counter() - start}
 
 
 def measure(items: list[str], tarball: Path, megas: list[Path], repeats: int) -> dict:
@@ -357,7 +377,9 @@ def write_results(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--load", type=Path, help="put a shipped cache (.tar.gz or mega-cache .bin) in place")
+    parser.add_argument(
+        "--load", type=Path, nargs="+", help="put shipped caches (a .tar.gz, mega-cache .bin files) in place"
+    )
     parser.add_argument("--no-measure", action="store_true", help="warm and pack only")
     parser.add_argument(
         "--items",
@@ -375,15 +397,18 @@ def main(argv: list[str] | None = None) -> int:
         first_calls_main(args.first_calls.split(","), args.load_bin)
         return 0
     if args.warm_lesson:
+        if args.save_bin is None:
+            parser.error("--warm-lesson needs --save-bin")
         warm_lesson_main(args.warm_lesson, args.save_bin)
         return 0
     if args.load:
-        load(args.load, cache)
+        for path in args.load:
+            load(path, cache)
         return 0
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     print(f"warming {cache} ...", flush=True)
     start = time.perf_counter()
-    megas, warmed = warm()
+    megas, warmed = warm(cache)
     tarball = pack(cache, OUT)
     sizes = {p.name: p.stat().st_size for p in (tarball, *megas)}
     print(f"warmed in {time.perf_counter() - start:.0f} s; ship {', '.join(str(p) for p in (tarball, *megas))}")

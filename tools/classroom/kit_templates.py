@@ -40,8 +40,9 @@ when you name their namespace: `practice(fn, [args1, args2], allow_inside=("ex02
 
 If your instructor gave you a compile cache (`cache/`), `make load-cache` puts it in place: the graphs it holds
 (your instructor knows which lessons') are then read from it instead of compiled from scratch. It hits only on the
-torch version and machine type it was built for, and on a CPU the C++ kernels are rebuilt all the same (their cache
-key names the folder of your Python environment), so a lesson's first run is faster there, not instant.
+torch version and machine type it was built for, and on a CPU the C++ kernels are rebuilt unless your Python
+environment sits at the same path as the one the cache was built in (their cache key names that folder), so a
+lesson's first run is faster there, not instant.
 """
 
 

@@ -23,10 +23,8 @@ cache is left alone and its hits are counted per row (a hit makes a compile much
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import functools
-import io
 import json
 import os
 import subprocess
@@ -161,24 +159,30 @@ def bf16_native(profile: Profile) -> bool:
     return any(capabilities.get(name) is True for name in BF16_CPU_FEATURES)
 
 
-def usable_dtypes(profile: Profile, dtypes: Iterable[str], emulated_on_cpu: bool = False) -> list[str]:
-    """``dtypes`` less bf16 where the device has no bf16 in hardware (:func:`bf16_native`), printing why.
-    ``emulated_on_cpu`` keeps bf16 on any CPU: the classifier shows, once, what bf16 autocast costs without it."""
+def usable_dtypes(
+    profile: Profile, dtypes: Iterable[str], emulated_on_cpu: bool = False, quiet: bool = False
+) -> list[str]:
+    """``dtypes`` less bf16 where the device has no bf16 in hardware (:func:`bf16_native`), printing why unless
+    ``quiet``. ``emulated_on_cpu`` keeps bf16 on any CPU: the classifier shows, once, what bf16 autocast costs
+    without it."""
     wanted = list(dtypes)
     if "bf16" not in wanted or bf16_native(profile):
         return wanted
-    if profile.device_class == "cuda":
-        print(
-            f"bf16 rows skipped: {torch.cuda.get_device_name()} has no bf16 in hardware (before Ampere), so bf16 "
-            "would run emulated; the fp32 rows still run"
-        )
-    elif emulated_on_cpu:
+    on_cpu = profile.device_class != "cuda"
+    if on_cpu and emulated_on_cpu:
         return wanted
-    else:
+    if quiet:
+        pass
+    elif on_cpu:
         print(
             f"bf16 rows skipped: this CPU ({torch.cpu.get_capabilities().get('cpu_name', 'unnamed')}) has no bf16 "
             f"instructions ({', '.join(BF16_CPU_FEATURES)}), so bf16 would run emulated, as the classifier's bf16 "
             "row shows; the fp32 rows still run"
+        )
+    else:
+        print(
+            f"bf16 rows skipped: {torch.cuda.get_device_name()} has no bf16 in hardware (before Ampere), so bf16 "
+            "would run emulated; the fp32 rows still run"
         )
     wanted.remove("bf16")
     return wanted
@@ -268,8 +272,8 @@ def compiled_steps(profile: Profile) -> dict[str, Callable[[], Step]]:
     and each compile mode's other than the default (:func:`measure_modes`), with their default dtypes and modes.
     ``tools.warm_cache`` compiles them all (``warm.py``), so that the lesson's notebook finds them in a shipped cache.
     """
-    with contextlib.redirect_stdout(io.StringIO()):  # usable_dtypes says why bf16 is skipped; the lesson says it
-        classifier, distillation = usable_dtypes(profile, DTYPES, emulated_on_cpu=True), usable_dtypes(profile, DTYPES)
+    classifier = usable_dtypes(profile, DTYPES, emulated_on_cpu=True, quiet=True)
+    distillation = usable_dtypes(profile, DTYPES, quiet=True)  # why bf16 is skipped: the lesson says it
     steps: dict[str, Callable[[], Step]] = {}
     for dtype in classifier:
         steps[f"classifier, compiled, {dtype}"] = functools.partial(
@@ -289,6 +293,7 @@ def compiled_steps(profile: Profile) -> dict[str, Callable[[], Step]]:
 
 
 def _step(variant: str, profile: Profile, amp: bool, mode: str | None = None) -> Step:
+    """A new distillation step of ``variant`` (``build``, looked up when called, as the measurements do)."""
     return build(variant, profile, amp=amp, mode=mode).step
 
 

@@ -16,6 +16,7 @@ from torch._dynamo.testing import CompileCounter
 
 from coursekit import bench as bench_cli
 from coursekit import results
+from coursekit.cache import key_settings
 from coursekit.lessons import lesson
 from coursekit.lessons.distillation import bench as bench03
 from coursekit.lessons.distillation.charts import compile_cost_chart, step_time_chart
@@ -389,9 +390,9 @@ def test_a_probe_past_its_time_limit_says_so() -> None:
 
 @pytest.mark.parametrize("bf16_cpu", [False, True], ids=["avx2-cpu", "bf16-cpu"])
 def test_the_warm_cache_compiles_every_step_the_notebook_times(bf16_cpu: bool, monkeypatch, dynamo_only) -> None:
-    """``warm.py`` compiles what the notebook's measurements compile, in the same state (the float32 matmul
-    precision and cuDNN's TF32 switch are part of Inductor's cache key): a shipped cache then holds the notebook's
-    graphs. Until session 46 it compiled the one-graph step alone, without ``true_fp32``, and the notebook missed."""
+    """``warm.py`` compiles what the notebook's measurements compile, under the same global settings of Inductor's
+    cache key (``key_settings``: ``true_fp32`` changes one): a shipped cache then holds the notebook's graphs.
+    Until session 46 it compiled the one-graph step alone, without ``true_fp32``, and the notebook missed."""
     from coursekit.lessons.distillation import warm
 
     features = {"avx2": True, "avx512_bf16": bf16_cpu}  # this machine's CPU has bf16 instructions, most laptops not
@@ -399,17 +400,17 @@ def test_the_warm_cache_compiles_every_step_the_notebook_times(bf16_cpu: bool, m
     real_build, real_classifier = bench03.build, bench03.classifier_step
     compiled: list[tuple] = []
 
-    def state() -> tuple:
-        return torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    def state(kw: dict) -> tuple:  # the other arguments (teacher_mode, seed), then the settings in the cache key
+        return tuple(sorted(kw.items())), tuple(sorted(key_settings().items(), key=str))
 
     def build(variant, profile, *, amp=False, mode=None, **kw):
         if variant != "eager":
-            compiled.append((variant, amp, mode, *state()))
+            compiled.append((variant, amp, mode, *state(kw)))
         return real_build(variant, profile, amp=amp, **kw)  # mode left out: Dynamo only, no Inductor
 
     def classifier_step(profile, *, compiled: bool, amp: bool, mode=None, **kw):
         if compiled:
-            record(("classifier", amp, mode, *state()))
+            record(("classifier", amp, mode, *state(kw)))
         return real_classifier(profile, compiled=True, amp=amp, **kw)
 
     record = compiled.append
@@ -418,7 +419,6 @@ def test_the_warm_cache_compiles_every_step_the_notebook_times(bf16_cpu: bool, m
 
     def a_session_with_tf32() -> None:  # what a learner's session may have set before (torch's defaults otherwise)
         torch.set_float32_matmul_precision("high")
-        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
 
     a_session_with_tf32()
     distillation = bench03.measure_distillation(TINY, progress=False)
@@ -431,4 +431,5 @@ def test_the_warm_cache_compiles_every_step_the_notebook_times(bf16_cpu: bool, m
     assert set(compiled) == timed, f"warm.py: {sorted(compiled, key=str)}, the notebook: {sorted(timed, key=str)}"
     assert {v for v, *_ in timed} == {"classifier", *(v for v in VARIANTS if v != "eager")}
     assert {amp for _, amp, *_ in timed} == {False, True} and "reduce-overhead" in {m for _, _, m, *_ in timed}
-    assert (("one graph", True, None, "highest", False) in timed) == bf16_cpu  # bf16 distillation where in hardware
+    assert any(v == "one graph" and amp for v, amp, *_ in timed) == bf16_cpu  # bf16 distillation where in hardware
+    assert {dict(settings)["cuda.matmul.fp32_precision"] for *_, settings in timed} == {"ieee"}  # true_fp32's
