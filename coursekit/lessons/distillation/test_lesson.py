@@ -398,37 +398,33 @@ def test_the_warm_cache_compiles_every_step_the_notebook_times(bf16_cpu: bool, m
     features = {"avx2": True, "avx512_bf16": bf16_cpu}  # this machine's CPU has bf16 instructions, most laptops not
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: features)
     real_build, real_classifier = bench03.build, bench03.classifier_step
-    compiled: list[tuple] = []
+    seen: list[tuple] = []  # (what, amp, mode, other arguments, cache-key settings) of each compiled step built
 
     def state(kw: dict) -> tuple:  # the other arguments (teacher_mode, seed), then the settings in the cache key
         return tuple(sorted(kw.items())), tuple(sorted(key_settings().items(), key=str))
 
     def build(variant, profile, *, amp=False, mode=None, **kw):
         if variant != "eager":
-            compiled.append((variant, amp, mode, *state(kw)))
+            seen.append((variant, amp, mode, *state(kw)))
         return real_build(variant, profile, amp=amp, **kw)  # mode left out: Dynamo only, no Inductor
 
     def classifier_step(profile, *, compiled: bool, amp: bool, mode=None, **kw):
         if compiled:
-            record(("classifier", amp, mode, *state(kw)))
-        return real_classifier(profile, compiled=True, amp=amp, **kw)
+            seen.append(("classifier", amp, mode, *state(kw)))
+        return real_classifier(profile, compiled=compiled, amp=amp, **kw)
 
-    record = compiled.append
     monkeypatch.setattr(bench03, "build", build)
     monkeypatch.setattr(bench03, "classifier_step", classifier_step)
 
-    def a_session_with_tf32() -> None:  # what a learner's session may have set before (torch's defaults otherwise)
-        torch.set_float32_matmul_precision("high")
-
-    a_session_with_tf32()
+    torch.set_float32_matmul_precision("high")  # what a learner's session may have set before
     distillation = bench03.measure_distillation(TINY, progress=False)
     bench03.measure_classifier(TINY, progress=False)
     bench03.measure_modes(TINY, reuse=distillation, progress=False)
-    timed = set(compiled)
-    compiled.clear()
-    a_session_with_tf32()
+    timed = set(seen)
+    seen.clear()
+    torch.set_float32_matmul_precision("high")
     warm.every_compiled_step(TINY)
-    assert set(compiled) == timed, f"warm.py: {sorted(compiled, key=str)}, the notebook: {sorted(timed, key=str)}"
+    assert set(seen) == timed, f"warm.py: {sorted(seen, key=str)}, the notebook: {sorted(timed, key=str)}"
     assert {v for v, *_ in timed} == {"classifier", *(v for v in VARIANTS if v != "eager")}
     assert {amp for _, amp, *_ in timed} == {False, True} and "reduce-overhead" in {m for _, _, m, *_ in timed}
     assert any(v == "one graph" and amp for v, amp, *_ in timed) == bf16_cpu  # bf16 distillation where in hardware
