@@ -90,7 +90,7 @@ def fixture(exercise: str, name: str) -> torch.Tensor:
     return fixtures(exercise)[name]
 
 
-INCONSISTENT = "inconsistent answers"  # how a broken protocol's reason starts when two answers disagree
+INCONSISTENT = "inconsistent answers"  # how an InconsistentAnswer's reason starts
 NOT_REPEATABLE = (
     "the grader asks your code the same thing twice and got two answers. Code that draws random numbers (dropout "
     "left in training mode, torch.rand) or keeps state that changes its output from call to call does this, and so "
@@ -105,17 +105,26 @@ def protocol_cause(why: str) -> str:
     return NOT_REPEATABLE if why.startswith(INCONSISTENT) else "learner code tampered with the grading worker"
 
 
+def inconsistent_message(why: str) -> str:
+    """A check's message after an ``InconsistentAnswer``: what disagreed, why code does that, and what it costs."""
+    return (
+        f"{why}: {NOT_REPEATABLE}. In the grader this check scores zero and the submission is flagged for an "
+        "instructor to review; the other checks still grade. Make the code repeatable: model.eval() where dropout "
+        "is not wanted, no state that changes what a call returns"
+    )
+
+
 def assert_consistent(seen: torch.Tensor, own: torch.Tensor, what: str, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     """A structure probe's values must be the ones the learner's code gives for the same inputs when asked
-    directly: answers made up without running the code break the protocol (the submission is zeroed with a flag).
-    The verdict of the structure check itself stays with the counts, so honest code that computes wrong values
-    keeps the structure points it earns, as before."""
-    from grader.protocol import ProtocolError
+    directly: an answer made up without running the code is inconsistent (``InconsistentAnswer``: the check
+    scores zero and the submission is flagged). The verdict of the structure check itself stays with the counts,
+    so honest code that computes wrong values keeps the structure points it earns, as before."""
+    from grader.protocol import InconsistentAnswer
 
     if tuple(seen.shape) != tuple(own.shape) or not torch.allclose(
         seen.double(), own.double(), rtol=rtol, atol=atol, equal_nan=True
     ):
-        raise ProtocolError(f"{INCONSISTENT}: {what} differs from what the same code gave for the same inputs")
+        raise InconsistentAnswer(f"{INCONSISTENT}: {what} differs from what the same code gave for the same inputs")
 
 
 def assert_answers_consistent(got, own, what: dict[str, str], rtol: float = 1e-5, atol: float = 1e-6) -> None:

@@ -37,6 +37,13 @@ class ProtocolError(Exception):
     """A message that is not what the protocol allows: malformed, oversized, unsolicited or out of order."""
 
 
+class InconsistentAnswer(ProtocolError):
+    """Two answers of the learner's code to the same question disagree (``grader.judging.assert_consistent``).
+    Unlike the rest of ``ProtocolError``, which zeroes the whole submission, it costs the check that asked: forged
+    answers look like this, and so does honest code that is not repeatable, so the check scores zero, its worker
+    is replaced, the submission is flagged for an instructor and the other checks still grade."""
+
+
 def _safetensors():
     import safetensors.torch
 

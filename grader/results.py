@@ -6,7 +6,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from grader.learner_failures import Unsettled, WorkerLost
-from grader.protocol import ProtocolError
+from grader.protocol import InconsistentAnswer, ProtocolError
 from grader.quiet import judge_compiles_quiet
 from grader.registry import Check, Measured, Shortfall
 
@@ -38,17 +38,23 @@ class CheckResult:
 def run_check(check: Check, learner, ctx) -> CheckResult:
     """Run ``check`` against ``learner``; every outcome (pass, assertion, a lost worker) becomes a result.
 
-    ``ProtocolError`` is not caught: a worker that broke the protocol has its whole submission flagged.
-    The result's ``replace_worker`` attribute (not a report field) asks the runner for a fresh worker.
+    ``ProtocolError`` is not caught: a worker that broke the protocol has its whole submission flagged. Its
+    ``InconsistentAnswer`` costs this check only: the result's ``protocol_flag`` attribute (not a report field)
+    holds the reason the runner flags the submission with, and ``replace_worker`` asks it for a fresh worker.
     """
+    from grader.judging import inconsistent_message
+
     start = time.perf_counter()
     measured = required = None
     replace_worker = False
+    protocol_flag = ""
     learner.needs = check.needs  # its probes may read these names only (grader.probing.Call.get)
     learner.check_id = check.id
     try:
         with judge_compiles_quiet():
             outcome = check.fn(learner, ctx)
+    except InconsistentAnswer as exc:
+        passed, message, replace_worker, protocol_flag = False, inconsistent_message(str(exc)), True, str(exc)
     except ProtocolError:
         raise
     except Shortfall as exc:
@@ -92,6 +98,7 @@ def run_check(check: Check, learner, ctx) -> CheckResult:
         round(seconds, 3),
     )
     result.replace_worker = replace_worker
+    result.protocol_flag = protocol_flag
     return result
 
 

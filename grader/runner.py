@@ -5,7 +5,9 @@ for review flags, and runs each check, which asks the worker for observations an
 from its own references. A check that hangs past its timeout, kills its process, allocates past the memory
 limit or fills the disk scores zero with a message saying so; the worker and everything it started are
 ended, and the next check gets a fresh worker. A worker that breaks the protocol (an answer nobody asked
-for, a malformed or out-of-turn message) zeroes the whole submission with a flag for an instructor.
+for, a malformed or out-of-turn message) zeroes the whole submission with a flag for an instructor; two answers
+of the learner's code to the same question that disagree (``grader.protocol.InconsistentAnswer``) zero only the
+check that got them, with the same flag.
 """
 
 from __future__ import annotations
@@ -186,6 +188,8 @@ def grade_notebook(
                     learner.deadline = min(deadline, time.monotonic() + timeout)
                     result = run_check(check, learner, ctx)
                 done[cid] = result
+                if why := getattr(result, "protocol_flag", ""):  # two answers disagreed: this check only, flagged
+                    grade.flags.append({"cell": 0, "line": 0, "kind": "protocol", "message": f"{cid}: {why}"})
                 if getattr(result, "replace_worker", False):
                     learner.close_worker()
                 bar.update(1)

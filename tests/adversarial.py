@@ -5,9 +5,10 @@ SmoothedCE replaced by the grader's own naive loss (correct, and about 15x too s
 when the notebook loads (an UPPER_CASE constant calls the attack), or edits that run inside a check. For each
 check it names, the expected outcome is ``"pass"`` (the attack may not break an honest result either),
 ``"fail"``, or a substring the failure message must contain. ``forbidden`` strings must appear in no message
-of the report (secrets an attack tries to leak through its error messages); ``flagged`` attacks must zero the
-submission with a protocol flag; ``untouched`` paths (relative to the repository) must be byte-for-byte the
-same after grading, and ``absent`` ones must not exist. ``tests/test_integrity.py`` runs them all.
+of the report (secrets an attack tries to leak through its error messages); ``flagged`` attacks must have the
+submission flagged for review (``protocol``) and, unless ``zeroes_all`` is false, zeroed; ``untouched`` paths
+(relative to the repository) must be byte-for-byte the same after grading, and ``absent`` ones must not exist.
+``tests/test_integrity.py`` runs them all.
 
 New tricks belong here: every cheat ever found becomes a case. Attacks that act outside any check (a bomb that
 starts between requests, one that first stops its own worker, a worker that dies leaving processes behind, one that
@@ -78,6 +79,7 @@ class Attack:
     cells: tuple[str, ...] = ()
     edits: dict[str, str] = field(default_factory=dict)
     flagged: bool = False
+    zeroes_all: bool = True  # a flagged attack zeroes every check; false: only the checks it breaks (answers disagree)
     forbidden: tuple[str, ...] = ()
     untouched: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
@@ -628,12 +630,14 @@ FILLED = _fill()
 """
 
 CHEATS: dict[str, Attack] = {
-    # not a cheat: honest code whose answer changes from call to call reads as a forged one, and its message says so
+    # not a cheat: honest code whose answer changes from call to call reads as a forged one, and its message says so;
+    # it costs the check whose answers disagreed, and the checks after it still grade, each on its own merits
     "a loss that counts its calls into its answer, so its answers differ from call to call": Attack(
         "solution",
-        {TRAFFIC: "keeps state that changes its output"},
+        {TRAFFIC: "keeps state that changes its output", GRADS: ", expected ", BUILTIN: "pass"},
         edits={RETURN: "        self.calls = getattr(self, 'calls', 0) + 1\n" + RETURN + " + 1e-3 * self.calls"},
         flagged=True,
+        zeroes_all=False,
     ),
     "walks the frames to the result channel and reports every check passed": Attack(
         "exercise", {VALUES: "fail", SPEED: "fail", BUILTIN: "fail"}, cells=(FRAME_WALK,), flagged=True

@@ -81,8 +81,11 @@ def test_cheat_gains_nothing(tmp_path: Path, name: str) -> None:
         assert secret not in messages, f"{name}: the report leaks {secret!r}: {messages[:1000]}"
     protocol = [f for f in grade.flags if f["kind"] == "protocol"]
     assert bool(protocol) == attack.flagged, f"{name}: protocol flags {protocol}"
-    if attack.flagged:
+    if attack.flagged and attack.zeroes_all:
         assert all("grading protocol was broken" in r.message for r in grade.results)
+    elif attack.flagged:  # two answers disagreed: the checks it broke say so, and no check says the protocol broke
+        assert not any("grading protocol was broken" in r.message for r in grade.results)
+        assert all(f["message"].split(":", 1)[0] in attack.expect for f in protocol), protocol
     for rel, digest in before.items():
         assert _digest(rel) == digest, f"{name}: {rel} changed"
     for rel in attack.absent:

@@ -98,3 +98,29 @@ def test_an_opcheck_failure_is_said_without_the_module_path_and_with_the_hint_fo
     assert fake.endswith(FAKE_HINT) and ALIAS_HINT not in fake, fake
     other = opcheck_gist({"test_autograd_registration": "something else"})
     assert other == "something else", other
+
+
+def test_an_inconsistent_answer_costs_its_check_and_flags_the_submission() -> None:
+    """Two answers that disagree zero the check that got them, ask for a fresh worker and carry the reason the
+    runner flags the submission with; any other broken protocol still propagates (it zeroes the submission)."""
+    from grader.judging import assert_consistent
+    from grader.protocol import ProtocolError
+    from grader.registry import Check
+    from grader.results import run_check
+
+    class Learner:
+        needs = check_id = None
+
+    def disagree(learner, ctx) -> None:
+        assert_consistent(torch.tensor([1.0]), torch.tensor([1.1]), "the loss")
+
+    def malformed(learner, ctx) -> None:
+        raise ProtocolError("the worker sent a message nobody asked for")
+
+    check = Check("ex99.some.structure", "ex99", "structure", 2, False, ("f",), disagree)
+    result = run_check(check, Learner(), None)
+    assert not result.passed and result.points == 0 and result.replace_worker
+    assert result.protocol_flag.startswith("inconsistent answers: the loss differs"), result.protocol_flag
+    assert "random numbers" in result.message and "other checks still grade" in result.message, result.message
+    with pytest.raises(ProtocolError):
+        run_check(Check("ex99.other", "ex99", "structure", 2, False, ("f",), malformed), Learner(), None)

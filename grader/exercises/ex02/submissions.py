@@ -62,17 +62,9 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
             ),
         },
         # took no_breaks while it was counted by torch._dynamo.explain, whose output the probe threw away (red team,
-        # session 40); the counted graphs' own outputs now differ from the same code's eager ones: a broken protocol,
-        # which zeroes the submission
-        {
-            "ex02.calibrate.opcheck",
-            "ex02.scorer.compiles_once",
-            "ex02.scorer.gradients",
-            "ex02.scorer.no_breaks",
-            "ex02.scorer.no_sync",
-            "ex02.scorer.outputs",
-            "ex02.scorer.statistic",
-        },
+        # session 40); the counted graphs' own outputs now differ from the same code's eager ones: inconsistent
+        # answers, which zero the checks that got them (until session 47, the whole submission) and flag it
+        {"ex02.scorer.compiles_once", "ex02.scorer.no_breaks", "ex02.scorer.no_sync"},
     ),
     "the whole forward in a torch.compiler.disable helper": (
         {
