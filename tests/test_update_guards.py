@@ -1,5 +1,6 @@
-"""Session 37's guards against a fix or an update made outside the compiled graphs, each shown to fail: exercise 5's
-planted-bug guard and culprit scan, exercise 6's eager-update and outside-write counts."""
+"""Guards against a fix or an update made outside the compiled graphs, each shown to fail: exercise 5's planted-bug
+guard and culprit scan, exercise 6's eager-update and outside-write counts (session 37) and its watch on AdamW's
+running averages (session 47)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from coursekit.lessons.debugging.givens import EXERCISE_BUGS, make_input, make_m
 from coursekit.lessons.debugging.material import planted
 from grader.exercises.ex05.probes import PlantedGuard, compiler_tables, culprits_in
 from grader.exercises.ex05.public import expect_no_culprits
-from grader.exercises.ex06.probes import OutsideWrites, eager_adam_updates
+from grader.exercises.ex06.probes import AveragesMoved, OutsideWrites, eager_adam_updates, running_averages
 from grader.protocol import Answer
 
 
@@ -59,7 +60,7 @@ def test_an_update_written_eagerly_beside_a_compiled_graph_counts_as_outside() -
     torch.compiler.reset()
     model = nn.Linear(4, 2)
     backend = OutsideWrites(lambda gm, example_inputs: gm.forward)
-    backend.watch(model)
+    backend.watch(list(model.parameters()))
     touch = torch.compile(lambda ps: [p * 2 for p in ps], backend=backend)
     with torch.no_grad():
         touch(list(model.parameters()))
@@ -87,3 +88,24 @@ def test_adamw_stepped_eagerly_is_recorded_and_compiled_is_not() -> None:
     adam = importlib.import_module("torch.optim.adam")
     assert adam._single_tensor_adam.__name__ == "_single_tensor_adam"  # the originals are back
     torch.compiler.reset()
+
+
+def test_adamw_running_averages_must_be_the_same_tensors_and_move_every_step() -> None:
+    """Session 47: AdamW by hand into copies, written back by a compiled graph, left the optimizer's own running
+    averages missing; a cheat that keeps them must update them in place, as a compiled ``optimizer.step()`` does."""
+    model = nn.Linear(4, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    assert running_averages(opt, model) is None  # no step yet: no state
+    moved = AveragesMoved()
+    assert not moved.step(running_averages(opt, model))
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    averages = running_averages(opt, model)
+    assert averages is not None and len(averages) == 2 * len(list(model.parameters()))
+    assert moved.step(averages)  # the first look: they exist
+    assert not moved.step(averages), "averages left as they were must not count"
+    opt.step()
+    assert moved.step(running_averages(opt, model))  # updated in place
+    for p in model.parameters():  # replaced by new tensors (computed elsewhere), not updated in place
+        opt.state[p]["exp_avg"] = opt.state[p]["exp_avg"] * 0.5
+    assert not moved.step(running_averages(opt, model))

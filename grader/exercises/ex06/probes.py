@@ -32,6 +32,7 @@ from coursekit.lessons.compile_time.givens import (
 from grader.probing import Call, Failure, Reply, graph_runs, learner_call, linear_calls, plain, probe
 
 LINEARS_PER_BLOCK = 4  # a ViT block: qkv, proj, fc1, fc2; a Mixer block: two in each of its two MLPs
+MOMENTS = ("exp_avg", "exp_avg_sq")  # AdamW's running averages of each parameter, in optimizer.state[p]
 STEP_DEPTH = 2  # the training-loop checks use a shallow model: compiling AdamW's step costs time per parameter
 REGIONAL_HINT = (
     "Compile every submodule that is an instance of one of block_types in place, with "
@@ -88,14 +89,55 @@ def grad_sums(model: nn.Module) -> torch.Tensor:
     return torch.stack(sums).float().cpu()
 
 
-def updated_compiled(count, model: nn.Module, runs_before: list[int]) -> bool:
+def updated_compiled(count, tensors: list[torch.Tensor], runs_before: list[int]) -> bool:
     """Whether the graphs that hold AdamW's update (its addcdiv/addcmul) and ran since ``runs_before`` read every
-    parameter of ``model`` between them: a compiled update of something else is not the optimizer's, and an update
-    split across graphs (a break between parameter groups) still counts."""
-    params = {p.data_ptr() for p in model.parameters()}
+    one of ``tensors`` (the model's parameters and AdamW's running averages) between them: a compiled update of
+    something else is not the optimizer's, and an update split across graphs (a break between parameter groups)
+    still counts."""
+    wanted = {t.data_ptr() for t in tensors}
     ran = [i for i, r in enumerate(count.runs) if r > (runs_before[i] if i < len(runs_before) else 0)]
     read = set().union(*(count.touched[i] for i in ran if "addc" in count.graphs[i].code))
-    return params <= read
+    return wanted <= read
+
+
+def running_averages(opt: Any, model: nn.Module) -> list[torch.Tensor] | None:
+    """AdamW's running averages of every parameter of ``model`` (``optimizer.state[p]``'s ``MOMENTS``), in order;
+    None where one is missing. A compiled ``optimizer.step()`` builds them at its first call and then updates them
+    in place, inside its graph, at every step."""
+    state = getattr(opt, "state", None)
+    found = []
+    for p in model.parameters():
+        entry = state.get(p) if isinstance(state, dict) else None
+        for key in MOMENTS:
+            value = entry.get(key) if isinstance(entry, dict) else None
+            if not isinstance(value, torch.Tensor) or value.shape != p.shape:
+                return None
+            found.append(value)
+    return found
+
+
+class AveragesMoved:
+    """Whether AdamW's running averages were updated in a step: the same tensors as after the first step (updated
+    in place, as a compiled step does, not replaced) whose values changed since the last look (red team hole open
+    since session 37: AdamW computed by hand into copies, eagerly, and copied into the parameters by a compiled
+    graph, met every rule on the parameters alone)."""
+
+    def __init__(self) -> None:
+        self.first: list[int] | None = None
+        self.seen: list[torch.Tensor] = []
+
+    def step(self, averages: list[torch.Tensor] | None) -> bool:
+        """Look after a step; True when every average is the first step's tensor and changed since the last look."""
+        if averages is None:
+            return False
+        ptrs = [t.data_ptr() for t in averages]
+        now = [t.detach().clone() for t in averages]
+        if self.first is None:
+            self.first, moved = ptrs, True
+        else:
+            moved = ptrs == self.first and all(not torch.equal(a, b) for a, b in zip(now, self.seen))
+        self.seen = now
+        return moved
 
 
 @contextmanager
@@ -132,10 +174,11 @@ def eager_adam_updates() -> Iterator[list[str]]:
 
 
 class OutsideWrites:
-    """A backend that runs ``backend`` and counts, in ``.outside``, the times a model's parameters (``watch``) were
-    found changed outside a compiled graph: looked at before and after every graph run, and when ``settle`` is
-    called (at the end of each step). An optimizer update run eagerly, ``torch.optim``'s or written by hand,
-    changes them between graph runs, whatever a compiled graph beside it computes."""
+    """A backend that runs ``backend`` and counts, in ``.outside``, the times the watched tensors (``watch``: a
+    model's parameters, then AdamW's running averages too) were found changed outside a compiled graph: looked at
+    before and after every graph run, and when ``settle`` is called (at the end of each step). An optimizer update
+    run eagerly, ``torch.optim``'s or written by hand, changes them between graph runs, whatever a compiled graph
+    beside it computes."""
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
@@ -143,8 +186,8 @@ class OutsideWrites:
         self.seen: list[torch.Tensor] = []
         self.outside = 0
 
-    def watch(self, model: nn.Module) -> None:
-        self.params = list(model.parameters())
+    def watch(self, tensors: list[torch.Tensor]) -> None:
+        self.params = list(tensors)
         self.seen = self.values()
 
     def values(self) -> list[torch.Tensor]:
@@ -282,7 +325,7 @@ def learner_run(
     call: Call, backend: Any, on_step=None, on_model=None
 ) -> tuple[list[torch.Tensor], list[float], nn.Module]:
     """The learner's loop: ``make_optimizer``, the judge's schedule and ``make_train_step`` with ``backend``;
-    ``on_model(model)`` before any of them, ``on_step(i, model)`` after each step."""
+    ``on_model(model)`` before any of them, ``on_step(i, model, optimizer)`` after each step."""
     torch.compiler.reset()
     seed, lr, steps = int(call.arg("seed")), float(call.arg("lr")), int(call.arg("steps"))
     model = make_model(seed, call.device, depth=STEP_DEPTH)
@@ -303,7 +346,7 @@ def learner_run(
         losses.append(value)
         lrs.append([float(g["lr"]) for g in opt.param_groups])
         if on_step is not None:
-            on_step(i, model)
+            on_step(i, model, opt)
     return losses, lrs, model
 
 
@@ -321,8 +364,8 @@ def train(call: Call) -> Reply:
 def train_frames(call: Call) -> Reply:
     """The learner's loop with a counting ``eager`` backend: frames after each step, whether AdamW's update (its
     addcdiv/addcmul) is in a compiled graph, how often such a graph ran by the end of each step, and in each step
-    the calls of torch's AdamW update functions made eagerly and the changes to the parameters found outside
-    compiled graphs."""
+    the calls of torch's AdamW update functions made eagerly, the changes to the parameters and AdamW's running
+    averages found outside compiled graphs, and whether those averages were updated in place."""
     count = graph_runs("eager")
     backend = OutsideWrites(count)
     frames: list[int] = []
@@ -330,18 +373,26 @@ def train_frames(call: Call) -> Reply:
     runs_before: list[int] = []
     eager_updates: list[int] = []
     eager_writes: list[int] = []
+    averages_moved: list[int] = []
+    moved = AveragesMoved()
 
     with eager_adam_updates() as eager_calls:
 
-        def after_step(i: int, model: nn.Module) -> None:
+        def after_step(i: int, model: nn.Module, opt: Any) -> None:
             frames.append(count.frame_count)
-            updates.append(int(updated_compiled(count, model, runs_before)))
+            params, averages = list(model.parameters()), running_averages(opt, model)
+            updates.append(int(updated_compiled(count, params + (averages or []), runs_before)))
+            averages_moved.append(int(moved.step(averages)))
             runs_before[:] = count.runs
             backend.settle()
+            backend.watch(params + (averages or []))  # from the next step on, the averages too
             eager_updates.append(len(eager_calls) - sum(eager_updates))
             eager_writes.append(backend.outside - sum(eager_writes))
 
-        losses, _, _ = learner_run(call, backend, on_step=after_step, on_model=backend.watch)
+        def on_model(model: nn.Module) -> None:
+            backend.watch(list(model.parameters()))
+
+        losses, _, _ = learner_run(call, backend, on_step=after_step, on_model=on_model)
     return Reply(
         {
             "frames": frames,
@@ -349,6 +400,7 @@ def train_frames(call: Call) -> Reply:
             "compiled_updates": updates,
             "eager_updates": eager_updates,
             "eager_writes": eager_writes,
+            "averages_moved": averages_moved,
         },
         {"losses": torch.stack(losses)},
     )

@@ -334,11 +334,12 @@ def expect_no_recompile(learner, ctx, seed: int, lr: float, schedule: str, steps
 
 def expect_update_compiled(got, steps: int, what: str) -> None:
     """AdamW's update ran inside the compiled graphs, not beside them: no call of torch's AdamW update functions
-    outside a compile, and no change to the parameters outside a compiled graph, in any step (red team, session 37:
-    optimizer.step() and scheduler.step() run eagerly, then a compiled out-of-place addcmul of every parameter under
-    no_grad, had passed both recompile checks with float rates)."""
-    eager, writes = got.ints("eager_updates"), got.ints("eager_writes")
-    if len(eager) != steps or len(writes) != steps:
+    outside a compile, no change to the parameters or AdamW's running averages outside a compiled graph, and those
+    averages updated in place in every step (red team, session 37: optimizer.step() and scheduler.step() run
+    eagerly, then a compiled out-of-place addcmul of every parameter under no_grad, had passed both recompile checks
+    with float rates; session 47: AdamW by hand into copies, copied into the parameters by a compiled graph)."""
+    eager, writes, moved = got.ints("eager_updates"), got.ints("eager_writes"), got.ints("averages_moved")
+    if len(eager) != steps or len(writes) != steps or len(moved) != steps:
         from grader.protocol import ProtocolError
 
         raise ProtocolError("probe ex06.train_frames answered with the wrong number of eager-update counts")
@@ -349,12 +350,20 @@ def expect_update_compiled(got, steps: int, what: str) -> None:
             "the optimizer's state was built by an eager step before the first compiled one, since Dynamo then "
             "cannot make it capturable and AdamW falls back to eager)"
             if eager[ran[0] - 1]
-            else "the model's parameters changed outside any compiled graph"
+            else "the model's parameters or AdamW's running averages changed outside any compiled graph"
         )
         raise AssertionError(
             f"{what}: at step {ran[0]} (and {len(ran) - 1} other(s) of {steps}) {how}: AdamW's update ran eagerly, "
             "and a compiled graph beside it that reads the parameters is not the update. Call optimizer.step() and "
             "scheduler.step() inside the function compiled with torch.compile(..., backend=backend). " + STEP_HINT
+        )
+    still = [i + 1 for i in range(steps) if not moved[i]]
+    if still:
+        raise AssertionError(
+            f"{what}: after step {still[0]} (and {len(still) - 1} other(s) of {steps}) AdamW's running averages "
+            "(optimizer.state[p]['exp_avg'] and ['exp_avg_sq'] for every parameter) were missing, replaced by new "
+            "tensors or left as they were: the compiled optimizer.step() updates them in place at every step. Keep "
+            "the optimizer make_optimizer built and call its step() inside the compiled function. " + STEP_HINT
         )
 
 

@@ -190,6 +190,39 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # the update ran eagerly (red team, session 37: 13 of 14 points; with tensor rates 14 of 14)
         {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
     ),
+    "float rates, AdamW by hand into copies, written back by a compiled graph": (
+        {
+            '"lr": torch.tensor(lr)}': '"lr": lr}',
+            '"lr": torch.tensor(HEAD_LR_SCALE * lr)}': '"lr": HEAD_LR_SCALE * lr}',
+            "    criterion = loss_fn()\n": (
+                "    criterion, moments, count = loss_fn(), {}, [0]\n"
+                '    params = [p for group in optimizer.param_groups for p in group["params"]]\n'
+                "    write_back = torch.compile(\n"
+                "        lambda ps, news: [p.copy_(torch.addcmul(n, n, n, value=0.0)) for p, n in zip(ps, news)],\n"
+                "        backend=backend,\n"
+                "    )\n"
+            ),
+            "        update()\n": (
+                "        count[0] += 1\n"
+                "        news = []\n"
+                "        with torch.no_grad():  # AdamW by hand, eager, into copies: the float rates stay out\n"
+                "            for group in optimizer.param_groups:\n"
+                '                lr, (b1, b2) = group["lr"], group["betas"]\n'
+                '                for p in group["params"]:\n'
+                "                    m, v = moments.setdefault(p, (torch.zeros_like(p), torch.zeros_like(p)))\n"
+                "                    m.lerp_(p.grad, 1 - b1)\n"
+                "                    v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)\n"
+                '                    denom = v.sqrt() / (1 - b2 ** count[0]) ** 0.5 + group["eps"]\n'
+                '                    new = p * (1 - lr * group["weight_decay"])\n'
+                "                    news.append(new.addcdiv(m, denom, value=-lr / (1 - b1 ** count[0])))\n"
+                "            write_back(params, news)  # the only write to the parameters, in a compiled graph\n"
+                "        scheduler.step()\n"
+            ),
+        },
+        # the right values, no recompile, and every parameter written by a compiled graph holding addcmul, with no
+        # call of torch's AdamW update (the hole sessions 37-46 listed as open)
+        {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
