@@ -36,3 +36,35 @@ def test_a_sample_short_of_compiled_work_fails_with_what_to_fix() -> None:
         check_work(22, 2, 22, "linear layers")
     with pytest.raises(AssertionError, match="call the compiled function on every call"):
         check_work(0, 16, 1, "calls of a graph that holds the loss")
+
+
+def test_only_torch_own_calls_count_as_compiled_work() -> None:
+    """A custom op named like a linear layer, or a function of the learner's let into the graph under a loss's name,
+    runs code the graph does not show: it is no linear layer or loss, and ``foreign_calls`` names it (red team,
+    session 47: an eager optimizer step hidden in a custom op named ``addc_step``)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from grader.probing import foreign_calls, op_calls
+
+    @torch.library.custom_op("coursekit_test::linear_like", mutates_args=())
+    def linear_like(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x @ w.t()
+
+    linear_like.register_fake(lambda x, w: x.new_empty(x.shape[0], w.shape[0]))
+
+    def log_softmax(x: torch.Tensor) -> torch.Tensor:  # the learner's, eager inside the graph
+        return x - x.exp().sum(-1, keepdim=True).log()
+
+    torch.compiler.reset()
+    layer = nn.Linear(4, 2)
+    counter = CompileCounterWithBackend("eager")
+    hidden = torch._dynamo.allow_in_graph(log_softmax)
+    out = torch.compile(lambda x: hidden(linear_like(x, layer.weight)), backend=counter)(torch.randn(3, 4))
+    honest = torch.compile(lambda x: torch.log_softmax(layer(x), -1), backend=counter)(torch.randn(3, 4))
+    assert out.shape == honest.shape == (3, 2) and len(counter.graphs) == 2
+    cheat, fair = counter.graphs
+    assert linear_calls(cheat) == 0 and op_calls(cheat, ("log_softmax",)) == 0
+    assert any("linear_like" in name for name in foreign_calls(cheat)), foreign_calls(cheat)
+    assert any("log_softmax" in name for name in foreign_calls(cheat)), foreign_calls(cheat)
+    assert linear_calls(fair) == 1 and op_calls(fair, ("log_softmax",)) == 1 and foreign_calls(fair) == []
+    torch.compiler.reset()

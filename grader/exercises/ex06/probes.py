@@ -29,7 +29,7 @@ from coursekit.lessons.compile_time.givens import (
     make_model,
     make_scheduler,
 )
-from grader.probing import Call, Failure, Reply, graph_runs, learner_call, linear_calls, plain, probe
+from grader.probing import Call, Failure, Reply, foreign_calls, graph_runs, learner_call, linear_calls, plain, probe
 
 LINEARS_PER_BLOCK = 4  # a ViT block: qkv, proj, fc1, fc2; a Mixer block: two in each of its two MLPs
 MOMENTS = ("exp_avg", "exp_avg_sq")  # AdamW's running averages of each parameter, in optimizer.state[p]
@@ -89,14 +89,20 @@ def grad_sums(model: nn.Module) -> torch.Tensor:
     return torch.stack(sums).float().cpu()
 
 
+def holds_update(graph: torch.fx.GraphModule) -> bool:
+    """Whether a compiled graph holds AdamW's update (its addcdiv/addcmul) and calls nothing but torch's own
+    operations (``grader.probing.foreign_calls``): an update hidden in a custom op is not compiled there."""
+    return "addc" in graph.code and not foreign_calls(graph)
+
+
 def updated_compiled(count, tensors: list[torch.Tensor], runs_before: list[int]) -> bool:
-    """Whether the graphs that hold AdamW's update (its addcdiv/addcmul) and ran since ``runs_before`` read every
-    one of ``tensors`` (the model's parameters and AdamW's running averages) between them: a compiled update of
+    """Whether the graphs that hold AdamW's update (``holds_update``) and ran since ``runs_before`` read every one
+    of ``tensors`` (the model's parameters and AdamW's running averages) between them: a compiled update of
     something else is not the optimizer's, and an update split across graphs (a break between parameter groups)
     still counts."""
     wanted = {t.data_ptr() for t in tensors}
     ran = [i for i, r in enumerate(count.runs) if r > (runs_before[i] if i < len(runs_before) else 0)]
-    read = set().union(*(count.touched[i] for i in ran if "addc" in count.graphs[i].code))
+    read = set().union(*(count.touched[i] for i in ran if holds_update(count.graphs[i])))
     return wanted <= read
 
 
@@ -396,7 +402,8 @@ def train_frames(call: Call) -> Reply:
     return Reply(
         {
             "frames": frames,
-            "adam_in_graph": any("addc" in g.code for g in count.graphs),
+            "adam_in_graph": any(holds_update(g) for g in count.graphs),
+            "foreign": sorted({name for g in count.graphs for name in foreign_calls(g)})[:5],
             "compiled_updates": updates,
             "eager_updates": eager_updates,
             "eager_writes": eager_writes,

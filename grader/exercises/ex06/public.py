@@ -305,8 +305,15 @@ def expect_no_recompile(learner, ctx, seed: int, lr: float, schedule: str, steps
             "the optimizer and scheduler step with torch.compile(..., backend=backend)."
         )
     if not got.value("adam_in_graph", bool):
+        foreign = [str(name)[:80] for name in got.value("foreign", list)[:5]]
+        hidden = (
+            f" (your compiled graphs call {', '.join(foreign)}: code in a custom op or a function let into the graph "
+            "runs as it is, uncompiled, and the update must be torch's own operations in the graph)"
+            if foreign
+            else ""
+        )
         raise AssertionError(
-            f"{what}: AdamW's update (its addcdiv/addcmul) is not in any compiled graph: compile "
+            f"{what}: AdamW's update (its addcdiv/addcmul) is not in any compiled graph{hidden}: compile "
             "the function that calls optimizer.step() and scheduler.step()."
         )
     updated = got.ints("compiled_updates")

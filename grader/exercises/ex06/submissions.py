@@ -223,6 +223,44 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # call of torch's AdamW update (the hole sessions 37-46 listed as open)
         {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
     ),
+    "float rates, the real step compiled with a backend of its own inside a custom op": (
+        {
+            '"lr": torch.tensor(lr)}': '"lr": lr}',
+            '"lr": torch.tensor(HEAD_LR_SCALE * lr)}': '"lr": HEAD_LR_SCALE * lr}',
+            "    @torch.compile(backend=backend)\n    def update() -> None:\n        optimizer.step()\n"
+            "        scheduler.step()\n": (
+                "    ps = list(model.parameters())\n"
+                "    for p in ps:  # AdamW's state up front, so that the counted graph takes the averages as inputs\n"
+                "        optimizer.state[p] = {\n"
+                '            "step": torch.tensor(0.0),\n'
+                '            "exp_avg": torch.zeros_like(p),\n'
+                '            "exp_avg_sq": torch.zeros_like(p),\n'
+                "        }\n"
+                '    inner = torch.compile(optimizer.step, backend="eager")  # its recompiles are not counted\n'
+                "\n"
+                '    @torch.library.custom_op("mine::addc_step", mutates_args=())\n'
+                "    def opaque(ps: list[torch.Tensor], ms: list[torch.Tensor]) -> torch.Tensor:\n"
+                "        inner()  # runs while the counted graph runs\n"
+                "        return torch.zeros(())\n"
+                "\n"
+                "    opaque.register_fake(lambda ps, ms: torch.empty(()))\n"
+                "\n"
+                "    @torch.compile(backend=backend)\n"
+                "    def update(ps, ms):\n"
+                "        return opaque(ps, ms)\n"
+            ),
+            "        update()\n": (
+                "        with torch.no_grad():\n"
+                '            update(ps, [optimizer.state[p][k] for p in ps for k in ("exp_avg", "exp_avg_sq")])\n'
+                "        scheduler.step()\n"
+            ),
+        },
+        # the counted graph calls one opaque op, named so that its code holds "addc", which reads every parameter and
+        # average; inside, AdamW's real step recompiles for each new rate with a backend the grader does not count
+        # (red team, session 47: 6 of 7 points, +4; with tensor rates 7 of 7 with nothing compiled by the grader's
+        # backend). A graph that calls anything but torch's own operations no longer holds the update.
+        {"ex06.optimizer.tensor_lr", "ex06.step.no_recompile", "ex06.step.other_schedules"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
