@@ -133,7 +133,9 @@ class AveragesMoved:
         self.seen: list[torch.Tensor] = []
 
     def step(self, averages: list[torch.Tensor] | None) -> bool:
-        """Look after a step; True when every average is the first step's tensor and changed since the last look."""
+        """Look after a step; True when every average is the first step's tensor and they changed since the last look
+        (some of them: the averages of a weight whose gradient is exactly zero, such as attention's key bias can get,
+        stay zero)."""
         if averages is None:
             return False
         ptrs = [t.data_ptr() for t in averages]
@@ -141,7 +143,7 @@ class AveragesMoved:
         if self.first is None:
             self.first, moved = ptrs, True
         else:
-            moved = ptrs == self.first and all(not torch.equal(a, b) for a, b in zip(now, self.seen))
+            moved = ptrs == self.first and any(not torch.equal(a, b) for a, b in zip(now, self.seen))
         self.seen = now
         return moved
 
