@@ -136,9 +136,9 @@ def print_table(report: dict, console: Console | None = None) -> None:
             console.print(f"[yellow]note[/] {escape(Path(nb['notebook']).name)}: {escape(problem)}")
         for flag in nb.get("flags", []):
             style = "red" if flag["kind"] in ("tamper", "protocol") else "yellow"
+            where = f"code cell {flag['cell']}, line {flag['line']}: " if flag.get("cell") else ""  # 0: no cell
             console.print(
-                f"[{style}]flagged for review[/] {escape(Path(nb['notebook']).name)}: code cell {flag['cell']}, "
-                f"line {flag['line']}: {escape(flag['message'])}"
+                f"[{style}]flagged for review[/] {escape(Path(nb['notebook']).name)}: {where}{escape(flag['message'])}"
             )
 
 

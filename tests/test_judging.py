@@ -124,3 +124,30 @@ def test_an_inconsistent_answer_costs_its_check_and_flags_the_submission() -> No
     assert "random numbers" in result.message and "other checks still grade" in result.message, result.message
     with pytest.raises(ProtocolError):
         run_check(Check("ex99.other", "ex99", "structure", 2, False, ("f",), malformed), Learner(), None)
+
+
+def test_the_score_table_gives_a_flag_its_code_cell_only_where_it_has_one() -> None:
+    """A protocol flag (two answers that disagreed) has no code cell: the table says what and which check, not
+    "code cell 0, line 0"; a flag of the code scan keeps its place."""
+    import io
+
+    from rich.console import Console
+
+    from grader.report import print_table
+
+    flags = [
+        {"cell": 0, "line": 0, "kind": "protocol", "message": "ex02.scorer.no_breaks: inconsistent answers: ..."},
+        {"cell": 3, "line": 2, "kind": "tamper", "message": "imports grader.probing"},
+    ]
+    report = {
+        "score": 0, "max_score": 2, "device": "cpu", "device_name": "cpu", "profile": "smoke", "torch": "x",
+        "notebooks": [{"notebook": "02_graph_breaks.ipynb", "load_problems": [], "flags": flags}],
+        "checks": [{"id": "ex02.scorer.no_breaks", "exercise": "ex02", "kind": "structure", "points": 0,
+                    "max_points": 2, "passed": False, "measured": None, "required": None, "message": "inconsistent"}],
+    }  # fmt: skip
+    out = io.StringIO()
+    print_table(report, Console(file=out, width=200))
+    lines = [line for line in out.getvalue().splitlines() if "flagged for review" in line]
+    assert len(lines) == 2, out.getvalue()
+    assert "02_graph_breaks.ipynb: ex02.scorer.no_breaks: inconsistent" in lines[0] and "code cell" not in lines[0]
+    assert "code cell 3, line 2: imports grader.probing" in lines[1]
