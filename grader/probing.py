@@ -311,6 +311,8 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
             self.touched: list[set[int]] = []
             self.training: list[bool] = []
             self.calls: list[tuple[int, frozenset[tuple[int, tuple[int, ...]]]]] = []
+            self.last: tuple[int, tuple, Any] | None = None  # the last run: its graph, arguments and outputs
+            self.weighed: dict[tuple[Callable, int], int] = {}
 
         def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
             index = len(self.runs)  # appended before the backend runs, as super() appends the graph
@@ -325,16 +327,46 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
             def run(*args: Any) -> Any:
                 self.runs[index] += 1
                 stance.note_call()
-                if not detail:
-                    return compiled(*args)
-                tensors = [a for a in args if isinstance(a, torch.Tensor)]
-                self.touched[index].update(a.data_ptr() for a in tensors)
-                self.calls.append((index, frozenset((a.data_ptr(), tuple(a.shape)) for a in tensors)))
-                return compiled(*args)
+                if detail:
+                    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+                    self.touched[index].update(a.data_ptr() for a in tensors)
+                    self.calls.append((index, frozenset((a.data_ptr(), tuple(a.shape)) for a in tensors)))
+                out = compiled(*args)
+                self.last = (index, args, out)  # references only: cheap enough for timed calls
+                return out
 
             return run
 
+        def returned(self, value: Any, weight: Callable[[torch.fx.GraphModule], int], allowed: set[int]) -> bool:
+            """Whether ``value``, what the learner's code returned, is an output of the last graph run, a graph of
+            positive ``weight`` (it holds the work) whose tensor arguments are all in ``allowed`` (data pointers: the
+            call's own inputs and the module's weights). The counted work then made the answer, from the real
+            inputs: red team, session 47, ran a graph holding the counted operators on a slice of the batch, or on
+            a result nobody used, and returned what eager code computed (exercises 1 and 4)."""
+            if self.last is None or not isinstance(value, torch.Tensor):
+                return False
+            index, args, out = self.last
+            outs = out if isinstance(out, (list, tuple)) else (out,)
+            made = any(
+                isinstance(o, torch.Tensor) and o.data_ptr() == value.data_ptr() and o.shape == value.shape
+                for o in outs
+            )
+            inputs = all(a.data_ptr() in allowed for a in args if isinstance(a, torch.Tensor))
+            if (weight, index) not in self.weighed:  # once a graph: a timed call pays two lookups
+                self.weighed[(weight, index)] = weight(self.graphs[index])
+            return made and inputs and self.weighed[(weight, index)] > 0
+
     return GraphRuns()
+
+
+def module_tensors(module: Any) -> set[int]:
+    """The data pointers of every tensor a module holds: parameters, buffers and plain tensor attributes of it and
+    its submodules (what a compiled graph of it may read besides the call's inputs)."""
+    if not isinstance(module, torch.nn.Module):
+        return set()
+    held = [*module.parameters(), *module.buffers()]
+    held += [v for m in module.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
+    return {t.data_ptr() for t in held}
 
 
 def compiled_work(counter: Any, weight: Callable[[torch.fx.GraphModule], int]) -> Callable[[], int]:

@@ -68,3 +68,28 @@ def test_only_torch_own_calls_count_as_compiled_work() -> None:
     assert any("log_softmax" in name for name in foreign_calls(cheat)), foreign_calls(cheat)
     assert linear_calls(fair) == 1 and op_calls(fair, ("log_softmax",)) == 1 and foreign_calls(fair) == []
     torch.compiler.reset()
+
+
+def test_an_answer_counts_as_compiled_only_when_the_last_graph_made_it_from_the_real_inputs() -> None:
+    """``GraphRuns.returned``: the compiled model's own output counts; an eager output beside a graph run on a slice,
+    or a graph that was handed the eager answer to pass through, does not (red team, session 47)."""
+    from grader.probing import module_tensors
+
+    torch.compiler.reset()
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    counter = graph_runs("eager", detail=False)
+    x = torch.randn(3, 4)
+    allowed = module_tensors(model) | {x.data_ptr()}
+    with torch.no_grad():
+        out = torch.compile(model, backend=counter)(x)
+        assert counter.returned(out, linear_calls, allowed)
+        slice_graph = torch.compile(lambda t: model(t[:1]), backend=counter)
+        slice_graph(x)
+        eager = model(x)
+        assert not counter.returned(eager, linear_calls, allowed), "an eager answer beside a graph on a slice"
+        relay = torch.compile(lambda t, answer: model(t[:1]).sum() * 0 + answer, backend=counter)
+        relayed = relay(x, eager)
+        assert not counter.returned(relayed, linear_calls, allowed), "a graph handed the eager answer"
+        token = torch.compile(lambda t: t * 2, backend=counter)
+        assert not counter.returned(token(x), linear_calls, allowed), "a graph that holds no linear layer"
+    torch.compiler.reset()

@@ -155,7 +155,7 @@ def _speed(learner, ctx, check_id: str, label: str, compiled: bool) -> Measured:
         make_args,
         grads=(True, False),
         verify=verify,
-        work=(1, "calls of a graph that holds the loss") if compiled else None,
+        work=(1, "losses computed by a graph that holds the loss") if compiled else None,
     )
     shown, _ = distinct(result.speedup, required)  # never printed equal to the threshold it misses
     detail = (
@@ -236,8 +236,9 @@ def compiled_single_graph(learner, ctx) -> Measured:
     loss_calls = seen.value("loss_calls", int)
     if loss_calls < 3:
         raise Shortfall(
-            f"only {loss_calls} of three batches ran a compiled graph that holds the loss; the others ran eagerly "
-            "(past the recompile limit a plain compile falls back to eager with one warning). Return "
+            f"only {loss_calls} of three batches returned a loss that a compiled graph holding the loss computed "
+            "from their own inputs; the others ran eagerly (past the recompile limit a plain compile falls back to "
+            "eager with one warning), or beside a graph whose result was not the loss. Return "
             "torch.compile(loss, backend=backend, fullgraph=True) and nothing around it.",
             measured=loss_calls,
             required=3,

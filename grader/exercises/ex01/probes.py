@@ -14,10 +14,10 @@ from grader.probing import (
     Call,
     Failure,
     Reply,
-    compiled_work,
     graph_runs,
     learner_call,
     learner_int,
+    module_tensors,
     op_calls,
     plain,
     probe,
@@ -25,13 +25,16 @@ from grader.probing import (
 )
 
 
-def build_loss(call: Call) -> Callable:
-    """``SmoothedCE(...)`` or ``builtin_smoothed_ce(...)`` on the device, compiled with ``compile_loss`` when asked."""
+def build_loss(call: Call, held: set[int] | None = None) -> Callable:
+    """``SmoothedCE(...)`` or ``builtin_smoothed_ce(...)`` on the device, compiled with ``compile_loss`` when asked;
+    ``held`` gets the data pointers of the tensors the loss module holds (``module_tensors``)."""
     factory = call.get(call.arg("factory"))
     module = factory(call.arg("weights"), smoothing=call.arg("smoothing"), ignore_index=call.arg("ignore_index"))
     if not isinstance(module, nn.Module):
         raise Failure(f"{call.arg('factory')} should give an nn.Module, got {type(module).__name__}")
     module = module.to(call.device)
+    if held is not None:
+        held |= module_tensors(module)
     if call.arg("compiled"):
         if call.arg("reset", True):
             torch.compiler.reset()
@@ -143,9 +146,10 @@ def traffic(call: Call) -> Reply:
 @probe("ex01.graphs")
 def graphs(call: Call) -> Reply:
     """``torch._dynamo.explain`` on the learner's loss, then frames compiled by ``compile_loss`` over three batches
-    of the same shape (with the losses they computed), and how many of those calls ran a graph that holds the loss
-    (``loss_calls``: a recompile that fell back to eager, under a low ``recompile_limit``, say, runs none; red team,
-    session 39)."""
+    of the same shape (with the losses they computed), and how many of those calls returned a loss that a graph
+    holding the loss computed from their own inputs (``loss_calls``, ``GraphRuns.returned``: a recompile that fell
+    back to eager, under a low ``recompile_limit``, say, runs none, red team, session 39; a token graph beside an
+    eager loss computes none, session 47)."""
     module = build_loss(call.but(compiled=False))
     torch.compiler.reset()
     info = learner_call(
@@ -155,15 +159,14 @@ def graphs(call: Call) -> Reply:
     )
     seen = summarise(info)  # reasons with the learner's cell and line; a loss Dynamo skipped whole says so
     torch.compiler.reset()
-    counter = graph_runs("inductor", detail=False)
-    compiled = build_loss(call.but(compiled=True, backend=counter, reset=False))
-    losses, work, loss_calls = [], compiled_work(counter, lambda g: int(op_calls(g, LOSS_OPS) > 0)), 0
+    counter, held = graph_runs("inductor", detail=False), set()
+    compiled = build_loss(call.but(compiled=True, backend=counter, reset=False), held)
+    losses, loss_calls = [], 0
     for i in range(3):
-        before = work()
-        result = learner_call(
-            compiled, (call.input(f"logits{i}", grad=True), call.input(f"target{i}")), "the compiled loss"
-        )
-        loss_calls += work() > before
+        args = (call.input(f"logits{i}", grad=True), call.input(f"target{i}"))
+        counter.last = None
+        result = learner_call(compiled, args, "the compiled loss")
+        loss_calls += counter.returned(result, holds_loss, held | {a.data_ptr() for a in args})
         result.backward()
         losses.append(plain(result, "the compiled loss's result"))
     return Reply(
@@ -181,24 +184,34 @@ def graphs(call: Call) -> Reply:
 LOSS_OPS = ("log_softmax", "logsumexp", "softmax", "log", "exp", "cross_entropy", "nll_loss")
 
 
+def holds_loss(graph: torch.fx.GraphModule) -> int:
+    """1 for a graph that holds an operator of a cross-entropy (``LOSS_OPS``), else 0."""
+    return int(op_calls(graph, LOSS_OPS) > 0)
+
+
 @probe("ex01.timed_loss")
 def timed_loss(call: Call) -> Reply:
     """Stage forward + backward of the learner's loss (compiled when asked) for ``timing.run``. Compiled, it runs
     once on the judge's inputs through a counting backend and reports what its graphs hold: the operators that
     make a cross-entropy (none where the loss ran eagerly)."""
-    counter = graph_runs("inductor", detail=False) if call.arg("compiled") else None
-    fn = build_loss(call.but(backend=counter) if counter else call)
+    counter, held = (graph_runs("inductor", detail=False), set()) if call.arg("compiled") else (None, None)
+    fn = build_loss(call.but(backend=counter) if counter else call, held)
+    made = [0]  # calls whose loss a graph holding the loss computed from their own inputs (``returned``)
 
     def fwd_bwd(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if counter is not None:
+            counter.last = None
         out = fn(logits, target)
+        if counter is not None:
+            made[0] += counter.returned(out, holds_loss, held | {logits.data_ptr(), target.data_ptr()})
         out.backward()
         return out
 
     if counter is None:
         return stage_timed(call, call.arg("handle"), fwd_bwd)
-    # every timed call must run a graph that holds the loss (one compiled for the staging call only shows)
-    work = compiled_work(counter, lambda g: int(op_calls(g, LOSS_OPS) > 0))
-    reply = stage_timed(call, call.arg("handle"), fwd_bwd, work=work)
+    # every timed call's loss must come from a graph that holds the loss, run on that call's inputs (a graph compiled
+    # for the staging call only shows; so does a token graph beside an eager loss, red team, session 47)
+    reply = stage_timed(call, call.arg("handle"), fwd_bwd, work=lambda: made[0])
     learner_call(fwd_bwd, (call.input("logits", grad=True), call.input("target")), "the compiled loss")
     loss_ops = sum(op_calls(g, LOSS_OPS) for g in counter.graphs)
     return Reply({**reply.values, "frames": counter.frame_count, "loss_ops": loss_ops})

@@ -23,6 +23,27 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         },
         {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup"},
     ),
+    "the call counter left in, a graph of the layers on a slice of each batch beside it": (
+        {
+            "        h = self.embed(tokens)\n        h = h + F.gelu": "        self.calls += 1\n"
+            "        h = self.embed(tokens) * min(1.0, self.calls)\n        h = h + F.gelu",
+            "    return torch.compile(model, backend=backend, dynamic=False)\n": (
+                "    def layers(tokens, mask):  # the tagger's three linear layers, on a 1x4 corner of the batch\n"
+                "        h = model.embed(tokens[:1, :4])\n"
+                "        h = h + model.ff(model.norm(h))\n"
+                "        return model.head(h.mean(1))\n\n"
+                "    graph = torch.compile(layers, backend=backend, dynamic=True)\n\n"
+                "    def run(tokens, mask):\n"
+                "        graph(tokens, mask)\n"
+                "        return model(tokens, mask)\n\n"
+                "    return run\n"
+            ),
+        },
+        # a graph holding the three layers is called on each batch's own tokens, but computes on a slice and its
+        # result is thrown away (red team, session 47: all 6 stream points, 3.8-3.9x against the reference's
+        # 1.7-1.9x); a batch's output must be that graph's, from the batch and the tagger's own tensors
+        {"ex04.stream.compile_bound", "ex04.stream.no_recompile_after_warmup", "ex04.stream.speed"},
+    ),
     "the call counter left in, run under a stance of its own": (
         {
             "        h = self.embed(tokens)\n        h = h + F.gelu": "        self.calls += 1\n"
