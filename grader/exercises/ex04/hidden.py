@@ -66,11 +66,13 @@ def _all_compiled(got, what: str, *, gate: bool = False) -> None:
     want = linear_layers(naive())
     if linears < want or eager:
         message = (
-            f"{what}: {eager} of {STREAM_BATCHES} batches called no compiled graph holding the tagger's {want} "
-            f"linear layers on their own tokens and mask (the graphs compile_tagger's backend received hold {linears} "
-            "linear layers in all). The counts mean nothing unless every batch runs through the compiled tagger: "
-            "a compiled call on a copy, a slice or a stand-in input beside the model run eagerly does not count. "
-            "Return torch.compile(model, backend=backend, ...) and call it on every batch's tokens and mask."
+            f"{what}: {eager} of {STREAM_BATCHES} batches got no output from a compiled graph holding the tagger's "
+            f"{want} linear layers, run on their own tokens and mask (the graphs compile_tagger's backend received "
+            f"hold {linears} linear layers in all). The counts mean nothing unless every batch runs through the "
+            "compiled tagger: a compiled call on a copy, a slice or a stand-in input beside the model run eagerly "
+            "does not count, and a batch's output must be the compiled graph's own (not post-processed outside "
+            "it, not computed from anything but the batch and the tagger's own weights, which must stay as they "
+            "are). Return torch.compile(model, backend=backend, ...) and call it on every batch's tokens and mask."
         )
         if gate:
             raise AssertionError(message)
