@@ -93,3 +93,47 @@ def test_an_answer_counts_as_compiled_only_when_the_last_graph_made_it_from_the_
         token = torch.compile(lambda t: t * 2, backend=counter)
         assert not counter.returned(token(x), linear_calls, allowed), "a graph that holds no linear layer"
     torch.compiler.reset()
+
+
+def test_exercise_4s_stream_counts_a_batch_only_when_the_compiled_graph_made_its_output() -> None:
+    """``run_batches``: the compiled tagger's own outputs count; outputs of the model run eagerly beside a graph on a
+    slice, or a stream that changes the tagger's own tensors (which could carry an answer), count as eager."""
+    from grader.exercises.ex04.probes import run_batches
+    from grader.probing import Call
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.hidden, self.head = nn.Embedding(50, 8), nn.Linear(8, 8), nn.Linear(8, 3)
+            self.register_buffer("carry", torch.zeros(()))
+
+        def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.relu(self.hidden(self.embed(tokens))).mean(1))
+
+    def collate(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.stack(seqs), torch.ones(len(seqs), len(seqs[0]), dtype=torch.bool)
+
+    names = ["b0", "b1", "b2"]
+    inputs = {f"{n}.{i}": torch.randint(1, 50, (5 + k,)) for k, n in enumerate(names) for i in range(2)}
+    call = Call({"collate": collate}, {"rows": dict.fromkeys(names, 2), "tagger_linears": 2}, inputs, "cpu", {})
+    model = Tagger()
+
+    def stream(make) -> list[str]:
+        torch.compiler.reset()
+        counter = graph_runs("eager")
+        return run_batches(call, make(counter), names, counter, model)[1]
+
+    assert stream(lambda c: torch.compile(model, backend=c)) == []
+
+    def beside_a_slice(c):
+        graph = torch.compile(lambda t, m: model(t[:1, :2], m[:1, :2]), backend=c)
+        return lambda t, m: (graph(t, m), model(t, m))[1]
+
+    assert stream(beside_a_slice) == names
+
+    def carrying(c):
+        compiled = torch.compile(model, backend=c)
+        return lambda t, m: (compiled(t, m), model.carry.add_(1))[0]
+
+    assert stream(carrying) == names
+    torch.compiler.reset()

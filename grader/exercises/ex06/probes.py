@@ -190,16 +190,16 @@ class OutsideWrites:
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
-        self.params: list[torch.Tensor] = []
+        self.watched: list[torch.Tensor] = []
         self.seen: list[torch.Tensor] = []
         self.outside = 0
 
     def watch(self, tensors: list[torch.Tensor]) -> None:
-        self.params = list(tensors)
+        self.watched = list(tensors)
         self.seen = self.values()
 
     def values(self) -> list[torch.Tensor]:
-        return [p.detach().clone() for p in self.params]
+        return [t.detach().clone() for t in self.watched]
 
     def settle(self) -> None:
         """Count a change made since the last look, then look again."""
