@@ -313,6 +313,7 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
             self.calls: list[tuple[int, frozenset[tuple[int, tuple[int, ...]]]]] = []
             self.last: tuple[int, tuple, Any] | None = None  # the last run: its graph, arguments and outputs
             self.weighed: dict[tuple[Callable, int], int] = {}
+            self.made: list[dict[str, Any]] | None = None  # a list: every run recorded in it (``answer_made``)
 
         def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
             index = len(self.runs)  # appended before the backend runs, as super() appends the graph
@@ -333,6 +334,8 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
                     self.calls.append((index, frozenset((a.data_ptr(), tuple(a.shape)) for a in tensors)))
                 out = compiled(*args)
                 self.last = (index, args, out)  # references only: cheap enough for timed calls
+                if self.made is not None:
+                    self.record(index, args, out)
                 return out
 
             return run
@@ -355,6 +358,59 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
             if (weight, index) not in self.weighed:  # once a graph: a timed call pays two lookups
                 self.weighed[(weight, index)] = weight(self.graphs[index])
             return made and inputs and self.weighed[(weight, index)] > 0
+
+        def record(self, index: int, args: tuple, out: Any) -> None:
+            """One run in ``.made``: its graph, arguments and outputs, and whether a backward has since run through
+            its outputs (a hook on each that requires grad)."""
+            run = {"index": index, "args": args, "outs": out if isinstance(out, (list, tuple)) else (out,)}
+            run["backward"] = False
+            self.made.append(run)
+            for o in run["outs"]:
+                if isinstance(o, torch.Tensor) and o.requires_grad:
+                    o.register_hook(lambda grad, run=run: run.__setitem__("backward", True))
+
+        def answer_made(
+            self,
+            value: Any,
+            weight: Callable[[torch.fx.GraphModule], int],
+            allowed: set[int],
+            inputs: tuple[torch.Tensor, ...] = (),
+        ) -> str | None:
+            """Why ``value`` was not made by a graph run recorded in ``.made`` since the caller set it to ``[]``, a
+            training graph of positive ``weight`` (it holds the work) whose tensor arguments are all in ``allowed``
+            (data pointers) or copies of ``inputs``, and through whose output a backward ran; ``None`` where it was.
+            Red team, session 47: exercise 3's Distiller ran eagerly beside a compiled shadow of itself on one image
+            under ``no_grad``; session 48: the shadow's own loss returned, the backward run on an eager one."""
+            if not isinstance(value, torch.Tensor):
+                return "it is not a tensor"
+
+            def same(o: Any) -> bool:  # the output itself, or a copy of it (loss.detach().clone(), .item())
+                if not isinstance(o, torch.Tensor) or o.shape != value.shape:
+                    return False
+                return o.data_ptr() == value.data_ptr() or torch.equal(o.detach(), value.detach().to(o.device, o.dtype))
+
+            def allowed_arg(a: torch.Tensor) -> bool:
+                if a.data_ptr() in allowed:
+                    return True
+                return any(a.shape == x.shape and a.dtype == x.dtype and torch.equal(a, x) for x in inputs)
+
+            def why_not(run: dict[str, Any]) -> str | None:
+                if weight(self.graphs[run["index"]]) <= 0:
+                    return "the graph that made it holds none of the work"
+                if not self.training[run["index"]]:
+                    return "the graph that made it was compiled without gradients (under no_grad or inference_mode)"
+                if not all(allowed_arg(a) for a in run["args"] if isinstance(a, torch.Tensor)):
+                    return "the graph that made it was handed tensors other than the batch and the model's own"
+                if not run["backward"]:
+                    return "no backward ran through it: the gradients came from elsewhere"
+                return None
+
+            reasons = [why_not(r) for r in self.made or [] if any(same(o) for o in r["outs"])]
+            if not reasons:
+                return "it is not an output of a graph compiled with the backend you were given"
+            if None in reasons:  # a later graph may pass it on (a whole step compiled: detach() in its last graph)
+                return None
+            return reasons[-1]
 
     return GraphRuns()
 

@@ -137,3 +137,40 @@ def test_exercise_4s_stream_counts_a_batch_only_when_the_compiled_graph_made_its
 
     assert stream(carrying) == names
     torch.compiler.reset()
+
+
+def test_exercise_2s_graph_may_call_only_calibrate_once_on_one_number_per_row() -> None:
+    """``ex02.probes.outside_torch``: calibrate on the top scores passes (a ``keepdim`` column too); calibrate called
+    twice, calibrate handed the rows, and any other custom op are named (red team, session 47; session 48)."""
+    from grader.exercises.ex02.probes import outside_torch
+
+    @torch.library.custom_op("coursekit_test::calibrate", mutates_args=())
+    def calibrate(top: torch.Tensor) -> torch.Tensor:
+        return top.sigmoid()
+
+    calibrate.register_fake(lambda top: torch.empty_like(top))
+
+    @torch.library.custom_op("coursekit_test::other", mutates_args=())
+    def other(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    other.register_fake(lambda x: torch.empty_like(x))
+    head = nn.Linear(4, 3)
+    forwards = {
+        "taught": lambda x: head(x) * calibrate(head(x).detach().amax(-1)).unsqueeze(-1),
+        "keepdim": lambda x: head(x) * calibrate(head(x).detach().amax(-1, keepdim=True)),
+        "twice": lambda x: head(x) * calibrate(head(x).amax(-1)).unsqueeze(-1) * calibrate(x[:, 0]).unsqueeze(-1),
+        "rows": lambda x: head(x) + calibrate(x).sum(-1, keepdim=True),
+        "other op": lambda x: other(head(x)),
+    }
+    found = {}
+    for name, forward in forwards.items():
+        torch.compiler.reset()
+        counter = graph_runs("eager", detail=False)
+        torch.compile(forward, backend=counter, fullgraph=True)(torch.randn(5, 4))
+        found[name] = outside_torch(counter.graphs, calibrate, 5)
+    assert found["taught"] == found["keepdim"] == [], found
+    assert found["twice"] == ["calibrate a 2nd time"], found
+    assert found["rows"] == ["calibrate on (5, 4), returning (5, 4)"], found
+    assert found["other op"] == ["coursekit_test::other"], found
+    torch.compiler.reset()

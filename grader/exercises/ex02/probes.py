@@ -16,9 +16,11 @@ from grader.probing import (
     graph_runs,
     learner_call,
     linear_calls,
+    ordinal,
     plain,
     probe,
     stage_timed,
+    torch_own,
 )
 
 FAKE_HINT = "Register a fake implementation with @calibrate.register_fake that returns torch.empty_like(top)."
@@ -114,6 +116,38 @@ def statistic(call: Call) -> Reply:
     return Reply(tensors={"stats": torch.cat(stats)})
 
 
+def outside_torch(graphs: list[torch.fx.GraphModule], op: object, rows: int) -> list[str]:
+    """What the compiled graphs of FixedScorer run besides torch's own operators (``grader.probing.torch_own``) and
+    one call a graph of the learner's ``calibrate`` on one number per row, returning one: each, named for a message.
+    A custom op runs code the graph does not show, and the taught fix hands it only the top scores. Red team,
+    session 47: the unfixed forward run whole inside a custom op (a second one for its backward), beside the fixed
+    encoder's output, took ``no_breaks`` and ``compiles_once``; the same forward inside ``calibrate`` itself, handed
+    the rows, did too (session 48)."""
+    own = getattr(op, "_opoverload", None)
+    found = []
+    for graph in graphs:
+        calls = 0
+        for node in graph.graph.nodes:
+            if node.op != "call_module" and (node.op != "call_function" or torch_own(node.target)):
+                continue
+            if own is None or node.target is not own:
+                name = node.target if isinstance(node.target, str) else getattr(node.target, "__qualname__", None)
+                found.append(str(name or node.target)[:80])
+                continue
+            calls += 1
+            values = [a.meta.get("example_value") for a in node.args if isinstance(a, torch.fx.Node)]
+            values.append(node.meta.get("example_value"))
+            shapes = [tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__ for v in values]
+            per_row = all(isinstance(v, torch.Tensor) and v.numel() == rows for v in values)
+            if calls > 1 or not per_row:
+                found.append(
+                    f"calibrate a {ordinal(calls)} time"
+                    if calls > 1
+                    else f"calibrate on {' and '.join(map(str, shapes[:-1])) or 'no tensor'}, returning {shapes[-1]}"
+                )
+    return found[:5]
+
+
 @probe("ex02.explain")
 def explain(call: Call) -> Reply:
     """FixedScorer compiled with a counting backend and called on two batches of one shape: the linear layers each
@@ -136,6 +170,7 @@ def explain(call: Call) -> Reply:
     breaks = sum(counters["graph_break"].values())
     linears = [linear_calls(g) for g in count.graphs]
     reasons = [str(r).strip().splitlines()[0][:200] for r in list(counters["graph_break"])[:4]]
+    outside = outside_torch(count.graphs, call.get("calibrate"), call.input("x0").shape[0])
     if breaks or len(linears) != 1:
         torch.compiler.reset()
         try:
@@ -143,7 +178,7 @@ def explain(call: Call) -> Reply:
             reasons = summarise(info)["reasons"][:4] or reasons  # the learner's cell and line, or a skipped forward
         except Exception:  # noqa: BLE001 - the reasons are for the message only: keep Dynamo's own
             pass
-    return Reply({"linears": linears, "break_count": breaks, "reasons": reasons}, outs)
+    return Reply({"linears": linears, "break_count": breaks, "reasons": reasons, "outside": outside}, outs)
 
 
 @probe("ex02.compiles")
@@ -159,7 +194,8 @@ def compiles(call: Call) -> Reply:
         out = learner_call(compiled, (call.input(f"x{i}"),), "torch.compile(FixedScorer, fullgraph=True)")
         out.sum().backward()
         outs[f"out{i}"] = plain(out, "the compiled FixedScorer's output")
-    return Reply({"frames": counter.frame_count}, outs)
+    outside = outside_torch(counter.graphs, call.get("calibrate"), call.input("x0").shape[0])
+    return Reply({"frames": counter.frame_count, "outside": outside}, outs)
 
 
 def torch_calibrate(device: str, dtype: torch.dtype = torch.float32):

@@ -160,11 +160,22 @@ def scorer_outputs(learner, ctx) -> None:
 
 def compiled_beside_eager(learner, probe: str, batches: dict[str, torch.Tensor], count: int):
     """``probe``'s answer on ``batches``, whose compiled outputs ``out0``... must agree with the same code's eager
-    outputs (``ex02.scorer``) at a compiled graph's tolerance: answers made up beside the code break the protocol."""
+    outputs (``ex02.scorer``) at a compiled graph's tolerance: answers made up beside the code break the protocol.
+    A ``Shortfall`` where the compiled graphs call code they do not show (``probes.outside_torch``)."""
     got = learner.ask(probe, {}, batches)
     own = learner.ask("ex02.scorer", {"batches": count, "grads": False}, batches)
     outputs = {f"out{i}": f"the compiled FixedScorer's output on batch {i}" for i in range(count)}
     assert_answers_consistent(got, own, outputs, rtol=1e-3, atol=1e-5)
+    outside = got.strings("outside")
+    if outside:
+        raise Shortfall(
+            f"the compiled graph of FixedScorer calls {', '.join(outside)}: code the graph does not show. Besides "
+            "torch's own operators it may call only calibrate, once, on the top score of each row "
+            "(calibrate(scores.detach().amax(-1))), so that the graph holds the scorer's work. Compute the rest "
+            "with torch operations.",
+            measured=len(outside),
+            required=0,
+        )
     return got
 
 

@@ -125,6 +125,105 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
             "ex02.scorer.statistic",
         },
     ),
+    "the unfixed forward whole in a custom op (another for its backward), beside the encoder's output": (
+        {
+            "class FixedScorer(BrokenScorer):": (
+                "import concurrent.futures\n"
+                "\n"
+                "from torch.func import functional_call as _fcall\n"
+                "\n"
+                "_TEMPLATE = BrokenScorer()\n"
+                "\n"
+                "\n"
+                "def _broken(x, params):\n"
+                "    names = [n for n, _ in _TEMPLATE.named_parameters()]\n"
+                "    return _fcall(_TEMPLATE, dict(zip(names, params)), (x,))\n"
+                "\n"
+                "\n"
+                '@torch.library.custom_op("ex02::whole", mutates_args=())\n'
+                "def _whole(x: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:\n"
+                "    return _broken(x, params).clone()\n"
+                "\n"
+                "\n"
+                "@_whole.register_fake\n"
+                "def _(x, params):\n"
+                "    return x.new_empty(x.shape[0], 8)\n"
+                "\n"
+                "\n"
+                '@torch.library.custom_op("ex02::whole_bwd", mutates_args=())\n'
+                "def _whole_bwd(grad: torch.Tensor, x: torch.Tensor, params: list[torch.Tensor])"
+                " -> list[torch.Tensor]:\n"
+                "    def grads():  # a thread of its own: autograd is off below a custom op's dispatch\n"
+                "        xs = x.detach().requires_grad_()\n"
+                "        ps = [p.detach().requires_grad_() for p in params]\n"
+                "        return [g.clone() for g in torch.autograd.grad(_broken(xs, ps), [xs, *ps], grad)]\n"
+                "\n"
+                "    with concurrent.futures.ThreadPoolExecutor(1) as pool:\n"
+                "        return pool.submit(grads).result()\n"
+                "\n"
+                "\n"
+                "@_whole_bwd.register_fake\n"
+                "def _(grad, x, params):\n"
+                "    return [torch.empty_like(x)] + [torch.empty_like(p) for p in params]\n"
+                "\n"
+                "\n"
+                "def _setup(ctx, inputs, output):\n"
+                "    ctx.save_for_backward(inputs[0], *inputs[1])\n"
+                "\n"
+                "\n"
+                "def _backward(ctx, grad):\n"
+                "    x, *ps = ctx.saved_tensors\n"
+                "    gs = _whole_bwd(grad, x, ps)\n"
+                "    return gs[0], list(gs[1:])\n"
+                "\n"
+                "\n"
+                "_AUTOGRAD = _whole.register_autograd(_backward, setup_context=_setup)\n"
+                "\n"
+                "\n"
+                "class FixedScorer(BrokenScorer):"
+            ),
+            "        confidence = calibrate(scores.detach().amax(-1))\n"
+            "        return scores * confidence.unsqueeze(-1) * real\n": (
+                "        return _whole(x, list(self.parameters())) + 0.0 * scores\n"
+            ),
+        },
+        # right values and gradients, one graph holding every linear layer: took no_breaks and compiles_once (red
+        # team, session 47; speed fails at 0.02-0.03x). The graph's custom op ran code the graph does not show: only
+        # calibrate may be called, once, on one number per row (probes.outside_torch)
+        {"ex02.scorer.no_breaks", "ex02.scorer.compiles_once", "ex02.scorer.no_sync", "ex02.scorer.speed"},
+    ),
+    "the unfixed forward inside calibrate, handed the rows": (
+        {
+            '@torch.library.custom_op("ex02::calibrate"': (
+                '_MODELS = []\n\n\n@torch.library.custom_op("ex02::calibrate"'
+            ),
+            "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n": (
+                "    if top.dim() == 2:  # handed the rows: the unfixed forward, eagerly, with the model's weights\n"
+                "        with torch.no_grad():\n"
+                "            return BrokenScorer.forward(_MODELS[-1], top).clone()\n"
+                "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n"
+            ),
+            "    return torch.empty_like(top)\n": (
+                "    return torch.empty_like(top) if top.dim() == 1 else top.new_empty(top.shape[0], 8)\n"
+            ),
+            '        self.register_buffer("mean_activation", torch.zeros(()))\n': (
+                '        self.register_buffer("mean_activation", torch.zeros(()))\n        _MODELS.append(self)\n'
+            ),
+            "        confidence = calibrate(scores.detach().amax(-1))\n"
+            "        return scores * confidence.unsqueeze(-1) * real\n": (
+                "        return calibrate(x.detach()) + 0.0 * scores\n"
+            ),
+        },
+        # right outputs from the graph's one foreign call, the learner's own calibrate (session 48, found while
+        # closing the one above): took no_breaks and compiles_once with no gradient reaching the weights
+        {
+            "ex02.scorer.gradients",
+            "ex02.scorer.no_breaks",
+            "ex02.scorer.compiles_once",
+            "ex02.scorer.no_sync",
+            "ex02.scorer.speed",
+        },
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):

@@ -119,6 +119,12 @@ def step_training(learner, ctx) -> None:
     )
 
 
+UNMADE_HINT = (
+    "make_train_step must compile the Distiller with the backend it receives, call it on the whole batch with "
+    "gradients on, run backward on the loss it returns and return that loss detached."
+)
+
+
 def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int, tuple[int, int]]:
     seeds = [ctx.seed("ex03.frames batches", i) for i in range(2)]
     stance = [ctx.seed("ex03.stance batches", i) for i in range(stance_steps)]
@@ -139,6 +145,16 @@ def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int, tupl
         rtol=1e-4,
         atol=1e-6,
     )
+    unmade = got.text("unmade", optional=True, limit=400)
+    # red team, session 47: the Distiller eager beside a compiled shadow of itself on one image (where nothing was
+    # compiled, each check says so in its own words)
+    if unmade and got.value("frames", int):
+        raise Shortfall(
+            f"the loss of {unmade.split(':')[0]} was not made by the compiled Distiller: "
+            f"{unmade.partition(': ')[2]}. {UNMADE_HINT}",
+            measured=0,
+            required=1,
+        )
     return (
         got.value("frames", int),
         got.text("recompiled", optional=True, limit=400),

@@ -19,6 +19,7 @@ from grader.probing import (
     graph_runs,
     learner_call,
     linear_calls,
+    module_tensors,
     plain,
     probe,
     stage_timed,
@@ -131,8 +132,9 @@ def extract(call: Call) -> Reply:
     return Reply({"returned": kinds, "orig_mod_keys": sum(k.startswith("_orig_mod.") for k in keys)}, {"out": out})
 
 
-def run_step(step, x: torch.Tensor, y: torch.Tensor, what: str) -> torch.Tensor:
-    """One learner step; a failure inside torch.compile becomes a message that says where to look."""
+def run_step(step, x: torch.Tensor, y: torch.Tensor, what: str, raw: list | None = None) -> torch.Tensor:
+    """One learner step; a failure inside torch.compile becomes a message that says where to look. The loss as the
+    step returned it is appended to ``raw`` where given (the result is a copy)."""
     try:
         loss = step(x, y)
     except (NotImplementedError, AssertionError):
@@ -144,6 +146,8 @@ def run_step(step, x: torch.Tensor, y: torch.Tensor, what: str) -> torch.Tensor:
         hint = INFERENCE_HINT if "nference" in text else "Run it eagerly first to find the line."
         raise Failure(f"{what} raised {type(exc).__name__}: {gist.strip()[:300]}. {hint}", unsettled=True) from None
     out = plain(loss, f"{what}'s result")
+    if raw is not None:
+        raw.append(loss)
     if loss.requires_grad:
         raise Failure(
             f"{what} returned a loss that still requires grad: return loss.detach() so the caller does not "
@@ -197,23 +201,40 @@ def frames(call: Call) -> Reply:
     recompile under ``set_stance("fail_on_recompile")``: a refused recompile, or a graph compiled all the same (code
     that sets its own stance inside the step), and the linear layers the compiled graphs ran in the busier warm-up
     step (``warm_linears``) and in all the steps after (``stance_linears``): a step that runs eagerly after warm-up,
-    or falls back to eager, shows there (red team, session 39)."""
+    or falls back to eager, shows there (red team, session 39). ``unmade`` says of the first step whose loss the
+    compiled Distiller did not make, with a backward through it, why (``GraphRuns.answer_made``; red team, session
+    47: the Distiller run eagerly beside a compiled shadow of itself on one image)."""
     model, _, _ = parts(call)
     torch.compiler.reset()
     counter = graph_runs("inductor", detail=False)
     work = compiled_work(counter, linear_calls)
     step = compiled_step(call, model.train(), backend=counter)
+    held, unmade = module_tensors(model), []
+
+    def judged(name: str, what: str, stance: bool = False) -> torch.Tensor:
+        """One step, whose loss must be the compiled Distiller's; under the stance, the step's own errors (a refused
+        recompile) reach the caller as they are."""
+        counter.made, raw, batch = [], [], images(call, name)
+        if stance:
+            raw.append(step(*batch))
+        out = None if stance else run_step(step, *batch, what, raw)
+        why = counter.answer_made(raw[0], linear_calls, held | {t.data_ptr() for t in batch}, batch)
+        counter.made = None
+        if why and not unmade:
+            unmade.append(f"{what}: {why}")
+        return out
+
     losses, warm_linears = [], []
     for i in range(2):
         before = work()
-        losses.append(run_step(step, *images(call, f"step{i}"), f"step {i}"))
+        losses.append(judged(f"step{i}", f"step {i}"))
         warm_linears.append(work() - before)
     recompiled, frames, before = None, counter.frame_count, work()
     if call.arg("stance_steps"):
         try:
             with torch.compiler.set_stance("fail_on_recompile"):
                 for i in range(int(call.arg("stance_steps"))):
-                    step(*images(call, f"stance{i}"))
+                    judged(f"stance{i}", f"step {i + 2}", stance=True)
         except Exception as exc:  # noqa: BLE001 - the stance raises a dynamo error naming the guard
             recompiled = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             recompiled += " [inference]" if "nference" in str(exc) else ""
@@ -230,6 +251,7 @@ def frames(call: Call) -> Reply:
             "recompiled": recompiled,
             "warm_linears": max(warm_linears),
             "stance_linears": work() - before,
+            "unmade": unmade[0] if unmade else None,
         },
         {"losses": torch.stack(losses)},
     )

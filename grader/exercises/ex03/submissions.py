@@ -144,6 +144,28 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # points (red team, session 39)
         {"ex03.step.no_graph_breaks", "ex03.step.no_recompile", "ex03.step.speed"},
     ),
+    "the Distiller eager beside a compiled shadow of itself on one image, under no_grad": (
+        {
+            "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n": (
+                "    shadow = torch.compile(distiller, backend=backend, fullgraph=True)\n"
+                "    compiled = distiller  # eager: the compiled shadow runs on one image beside it\n"
+            ),
+            "        loss = compiled(images, labels)\n": (
+                "        with torch.no_grad():\n            shadow(images[:1], labels[:1])\n"
+                "        loss = compiled(images, labels)\n"
+            ),
+        },
+        # one graph holding every linear layer, run in every step, no recompile: took no_graph_breaks and
+        # no_recompile (red team, session 47; speed 0.85-1.00x against 1.05x, left unjudged). Each step's loss must
+        # now be an output of the compiled Distiller, run with gradients, a backward through it
+        # (GraphRuns.answer_made)
+        {"ex03.step.no_graph_breaks", "ex03.step.no_recompile"},
+    ),
+    "the compiled Distiller's loss returned, the backward run on an eager one": (
+        {"        loss.backward()\n": "        distiller(images, labels).backward()\n"},
+        # the returned loss is the graph's, on the whole batch; the gradients are an eager Distiller's (session 48)
+        {"ex03.step.no_graph_breaks", "ex03.step.no_recompile"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
