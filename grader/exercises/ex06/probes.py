@@ -181,6 +181,28 @@ def eager_adam_updates() -> Iterator[list[str]]:
             setattr(module, name, original)
 
 
+ADAM_STATE = (*MOMENTS, "step", "max_exp_avg_sq")  # what AdamW keeps in optimizer.state[p]
+
+
+def update_inputs(opt: Any) -> set[int]:
+    """The data pointers of what AdamW's update may read, as it runs: each parameter and its gradient, AdamW's own
+    state of each (``ADAM_STATE``) and the tensors among the param groups' settings (a tensor learning rate)."""
+    ptrs: set[int] = set()
+    state = getattr(opt, "state", {})
+    for group in getattr(opt, "param_groups", []):
+        for key, value in group.items():
+            values = value if isinstance(value, (list, tuple)) else (value,)
+            for v in values:
+                if isinstance(v, torch.Tensor):
+                    ptrs.add(v.data_ptr())
+                    grad = v.grad if key == "params" else None
+                    if isinstance(grad, torch.Tensor):
+                        ptrs.add(grad.data_ptr())
+                    entry = state.get(v, {}) if key == "params" and isinstance(state, dict) else {}
+                    ptrs.update(entry[k].data_ptr() for k in ADAM_STATE if isinstance(entry.get(k), torch.Tensor))
+    return ptrs
+
+
 class OutsideWrites:
     """A backend that runs ``backend`` and counts, in ``.outside``, the times the watched tensors (``watch``: a
     model's parameters, then AdamW's running averages too) were found changed outside a compiled graph: looked at
@@ -193,6 +215,8 @@ class OutsideWrites:
         self.watched: list[torch.Tensor] = []
         self.seen: list[torch.Tensor] = []
         self.outside = 0
+        self.optimizer: Any = None  # set: each run of a graph holding the update must read only update_inputs
+        self.foreign_reads = 0
 
     def watch(self, tensors: list[torch.Tensor]) -> None:
         self.watched = list(tensors)
@@ -210,9 +234,13 @@ class OutsideWrites:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
         compiled = self.backend(gm, example_inputs)
+        update = holds_update(gm)
 
         def run(*args: Any) -> Any:
             self.settle()
+            if update and self.optimizer is not None:
+                read = {a.data_ptr() for a in (*args, *gm.parameters(), *gm.buffers()) if isinstance(a, torch.Tensor)}
+                self.foreign_reads += bool(read - update_inputs(self.optimizer))
             try:
                 return compiled(*args)
             finally:
@@ -330,16 +358,19 @@ def describe_group(group: dict, head: set[int], body: set[int]) -> dict:
 
 
 def learner_run(
-    call: Call, backend: Any, on_step=None, on_model=None
+    call: Call, backend: Any, on_step=None, on_model=None, on_optimizer=None
 ) -> tuple[list[torch.Tensor], list[float], nn.Module]:
     """The learner's loop: ``make_optimizer``, the judge's schedule and ``make_train_step`` with ``backend``;
-    ``on_model(model)`` before any of them, ``on_step(i, model, optimizer)`` after each step."""
+    ``on_model(model)`` before any of them, ``on_optimizer(optimizer)`` once it is made, ``on_step(i, model,
+    optimizer)`` after each step."""
     torch.compiler.reset()
     seed, lr, steps = int(call.arg("seed")), float(call.arg("lr")), int(call.arg("steps"))
     model = make_model(seed, call.device, depth=STEP_DEPTH)
     if on_model is not None:
         on_model(model)
     opt = learner_call(call.get("make_optimizer"), (model, lr), "make_optimizer")
+    if on_optimizer is not None:
+        on_optimizer(opt)
     sched = SCHEDULES[call.arg("schedule")](opt)
     step = learner_call(call.get("make_train_step"), (model, opt, sched, backend), "make_train_step", STEP_HINT)
     if not callable(step):
@@ -382,6 +413,7 @@ def train_frames(call: Call) -> Reply:
     eager_updates: list[int] = []
     eager_writes: list[int] = []
     averages_moved: list[int] = []
+    foreign_reads: list[int] = []
     moved = AveragesMoved()
 
     with eager_adam_updates() as eager_calls:
@@ -396,11 +428,15 @@ def train_frames(call: Call) -> Reply:
             backend.watch(params + (averages or []))  # from the next step on, the averages too
             eager_updates.append(len(eager_calls) - sum(eager_updates))
             eager_writes.append(backend.outside - sum(eager_writes))
+            foreign_reads.append(backend.foreign_reads - sum(foreign_reads))
 
         def on_model(model: nn.Module) -> None:
             backend.watch(list(model.parameters()))
 
-        losses, _, _ = learner_run(call, backend, on_step=after_step, on_model=on_model)
+        def on_optimizer(opt: Any) -> None:
+            backend.optimizer = opt
+
+        losses, _, _ = learner_run(call, backend, on_step=after_step, on_model=on_model, on_optimizer=on_optimizer)
     return Reply(
         {
             "frames": frames,
@@ -410,6 +446,7 @@ def train_frames(call: Call) -> Reply:
             "eager_updates": eager_updates,
             "eager_writes": eager_writes,
             "averages_moved": averages_moved,
+            "foreign_reads": foreign_reads,
         },
         {"losses": torch.stack(losses)},
     )

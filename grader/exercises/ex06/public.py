@@ -346,7 +346,8 @@ def expect_update_compiled(got, steps: int, what: str) -> None:
     eagerly, then a compiled out-of-place addcmul of every parameter under no_grad, had passed both recompile checks
     with float rates; session 47: AdamW by hand into copies, copied into the parameters by a compiled graph)."""
     eager, writes, moved = got.ints("eager_updates"), got.ints("eager_writes"), got.ints("averages_moved")
-    if len(eager) != steps or len(writes) != steps or len(moved) != steps:
+    reads = got.ints("foreign_reads")
+    if len(eager) != steps or len(writes) != steps or len(moved) != steps or len(reads) != steps:
         from grader.protocol import ProtocolError
 
         raise ProtocolError("probe ex06.train_frames answered with the wrong number of eager-update counts")
@@ -363,6 +364,15 @@ def expect_update_compiled(got, steps: int, what: str) -> None:
             f"{what}: at step {ran[0]} (and {len(ran) - 1} other(s) of {steps}) {how}: AdamW's update ran eagerly, "
             "and a compiled graph beside it that reads the parameters is not the update. Call optimizer.step() and "
             "scheduler.step() inside the function compiled with torch.compile(..., backend=backend). " + STEP_HINT
+        )
+    handed = [i + 1 for i in range(steps) if reads[i]]
+    if handed:  # session 48: AdamW by hand into copies, copied into the parameters and averages by a graph
+        raise AssertionError(
+            f"{what}: at step {handed[0]} (and {len(handed) - 1} other(s) of {steps}) the compiled graph that "
+            "updates the parameters read tensors other than the parameters, their gradients, AdamW's own state "
+            "and the learning rates: values computed outside the graph and copied in, not AdamW's update "
+            "computed by it. Call optimizer.step() and scheduler.step() inside the function compiled with "
+            "torch.compile(..., backend=backend). " + STEP_HINT
         )
     still = [i + 1 for i in range(steps) if not moved[i]]
     if still:
