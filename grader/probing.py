@@ -375,16 +375,20 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
             weight: Callable[[torch.fx.GraphModule], int],
             allowed: set[int],
             inputs: tuple[torch.Tensor, ...] = (),
+            work: str = "the work",
         ) -> str | None:
             """Why ``value`` was not made by a graph run recorded in ``.made`` since the caller set it to ``[]``, a
-            training graph of positive ``weight`` (it holds the work) whose tensor arguments are all in ``allowed``
+            training graph of positive ``weight`` (it holds ``work``) whose tensor arguments are all in ``allowed``
             (data pointers) or copies of ``inputs``, and through whose output a backward ran; ``None`` where it was.
             Red team, session 47: exercise 3's Distiller ran eagerly beside a compiled shadow of itself on one image
-            under ``no_grad``; session 48: the shadow's own loss returned, the backward run on an eager one."""
-            if not isinstance(value, torch.Tensor):
+            under ``no_grad``; session 48: the shadow's own loss returned, the backward run on an eager one. With
+            ``value`` None, any run's outputs will do: the work was done, whatever was returned."""
+            if value is not None and not isinstance(value, torch.Tensor):
                 return "it is not a tensor"
 
             def same(o: Any) -> bool:  # the output itself, or a copy of it (loss.detach().clone(), .item())
+                if value is None:  # any run's output will do
+                    return isinstance(o, torch.Tensor)
                 if not isinstance(o, torch.Tensor) or o.shape != value.shape:
                     return False
                 return o.data_ptr() == value.data_ptr() or torch.equal(o.detach(), value.detach().to(o.device, o.dtype))
@@ -396,7 +400,7 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
 
             def why_not(run: dict[str, Any]) -> str | None:
                 if weight(self.graphs[run["index"]]) <= 0:
-                    return "the graph that made it holds none of the work"
+                    return f"the graph that made it does not hold {work}"
                 if not self.training[run["index"]]:
                     return "the graph that made it was compiled without gradients (under no_grad or inference_mode)"
                 if not all(allowed_arg(a) for a in run["args"] if isinstance(a, torch.Tensor)):
@@ -407,7 +411,11 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
 
             reasons = [why_not(r) for r in self.made or [] if any(same(o) for o in r["outs"])]
             if not reasons:
-                return "it is not an output of a graph compiled with the backend you were given"
+                return (
+                    "no graph compiled with the backend you were given ran"
+                    if value is None
+                    else "it is not an output of a graph compiled with the backend you were given"
+                )
             if None in reasons:  # a later graph may pass it on (a whole step compiled: detach() in its last graph)
                 return None
             return reasons[-1]

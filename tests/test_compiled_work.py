@@ -174,3 +174,43 @@ def test_exercise_2s_graph_may_call_only_calibrate_once_on_one_number_per_row() 
     assert found["rows"] == ["calibrate on (5, 4), returning (5, 4)"], found
     assert found["other op"] == ["coursekit_test::other"], found
     torch.compiler.reset()
+
+
+def test_exercise_2s_forward_may_change_only_its_statistic_and_read_only_its_rows_and_weights() -> None:
+    """``ex02.probes.watched_call`` and ``stray_reads``: an answer written into a buffer of the model by a custom op
+    that says it mutates nothing, or read from a global of the learner's, is named; the one-number statistic a
+    forward updates is not (red team, session 48)."""
+    from grader.exercises.ex02.probes import stray_reads, watched_call
+
+    scratch = torch.zeros(8, 3)
+
+    class Scorer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Linear(4, 3)
+            self.register_buffer("mean_activation", torch.zeros(()))
+            self.register_buffer("_scratch", torch.zeros(8, 3))
+
+        def forward(self, x: torch.Tensor, how: str = "honest") -> torch.Tensor:
+            out = self.head(x)
+            with torch.no_grad():
+                self.mean_activation.copy_(out.mean())
+            if how == "buffer":
+                with torch.no_grad():
+                    self._scratch[: x.shape[0]].copy_(out * 2)
+                return self._scratch[: x.shape[0]] + 0.0 * out
+            return out + scratch[: x.shape[0]] if how == "global" else out
+
+    model, x = Scorer(), torch.randn(5, 4)
+    found = {}
+    for how in ("honest", "buffer", "global"):
+        torch.compiler.reset()
+        counter = graph_runs("eager")
+        compiled = torch.compile(lambda x, how=how: model(x, how), backend=counter)
+        strays: list[str] = []
+        watched_call(compiled, model, x, "the scorer", strays)
+        found[how] = strays + stray_reads(counter, model, [x])
+    assert found["honest"] == [], found
+    assert found["buffer"] == ["changes _scratch"], found
+    assert found["global"] == ["reads 1 tensor(s) that are neither the rows nor the model's own"], found
+    torch.compiler.reset()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -116,9 +118,21 @@ def statistic(call: Call) -> Reply:
     return Reply(tensors={"stats": torch.cat(stats)})
 
 
+def own_numbers(value: Any, rows: int) -> bool:
+    """Whether a graph's value is a tensor of one number per row that holds nothing else: not a view into a bigger
+    tensor, whose storage a custom op could read whole (red team, session 48: ``calibrate(x[:, 0])`` read the rows
+    back with ``as_strided``)."""
+    return (
+        isinstance(value, torch.Tensor)
+        and value.numel() == rows
+        and value.untyped_storage().nbytes() <= value.numel() * value.element_size()
+    )
+
+
 def outside_torch(graphs: list[torch.fx.GraphModule], op: object, rows: int) -> list[str]:
     """What the compiled graphs of FixedScorer run besides torch's own operators (``grader.probing.torch_own``) and
-    one call a graph of the learner's ``calibrate`` on one number per row, returning one: each, named for a message.
+    one call a graph of the learner's ``calibrate`` on one number per row (its only tensor, in its arguments and
+    keywords, holding nothing else: ``own_numbers``), returning one: each, named for a message.
     A custom op runs code the graph does not show, and the taught fix hands it only the top scores. Red team,
     session 47: the unfixed forward run whole inside a custom op (a second one for its backward), beside the fixed
     encoder's output, took ``no_breaks`` and ``compiles_once``; the same forward inside ``calibrate`` itself, handed
@@ -135,10 +149,16 @@ def outside_torch(graphs: list[torch.fx.GraphModule], op: object, rows: int) -> 
                 found.append(str(name or node.target)[:80])
                 continue
             calls += 1
-            values = [a.meta.get("example_value") for a in node.args if isinstance(a, torch.fx.Node)]
+            leaves = torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+            values = [a.meta.get("example_value") for a in leaves if isinstance(a, torch.fx.Node)]
             values.append(node.meta.get("example_value"))
-            shapes = [tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__ for v in values]
-            per_row = all(isinstance(v, torch.Tensor) and v.numel() == rows for v in values)
+            shapes = [
+                (f"{tuple(v.shape)}, a view of a bigger tensor" if not own_numbers(v, v.numel()) else tuple(v.shape))
+                if isinstance(v, torch.Tensor)
+                else type(v).__name__
+                for v in values
+            ]
+            per_row = len(values) == 2 and all(own_numbers(v, rows) for v in values)
             if calls > 1 or not per_row:
                 found.append(
                     f"calibrate a {ordinal(calls)} time"
@@ -146,6 +166,42 @@ def outside_torch(graphs: list[torch.fx.GraphModule], op: object, rows: int) -> 
                     else f"calibrate on {' and '.join(map(str, shapes[:-1])) or 'no tensor'}, returning {shapes[-1]}"
                 )
     return found[:5]
+
+
+def held(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor a model holds, by name: parameters, buffers and plain tensor attributes of it and its
+    submodules."""
+    found = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    for prefix, module in model.named_modules():
+        for key, value in vars(module).items():
+            if isinstance(value, torch.Tensor):
+                found.setdefault(f"{prefix}.{key}".lstrip("."), value)
+    return found
+
+
+def watched_call(compiled: Any, model: nn.Module, x: torch.Tensor, what: str, strays: list[str]) -> Any:
+    """``compiled(x)``, adding to ``strays`` what it changed that forward may not: any tensor the model holds but a
+    one-number ``mean_activation``, or the rows it was handed. Red team, session 48: ``calibrate`` wrote the unfixed
+    forward's answer into a buffer of the model, which the graph then read, outside the one number per row it
+    returned."""
+    tensors = held(model)
+    before = {name: t.detach().clone() for name, t in tensors.items()}
+    rows = x.detach().clone()
+    out = learner_call(compiled, (x,), what)
+    for name, t in tensors.items():
+        if (name != "mean_activation" or t.numel() != 1) and not torch.equal(t.detach(), before[name]):
+            strays.append(f"changes {name}")
+    if not torch.equal(x.detach(), rows):
+        strays.append("changes the rows it was handed")
+    return out
+
+
+def stray_reads(counter: Any, model: nn.Module, inputs: list[torch.Tensor]) -> list[str]:
+    """The graphs' reads of tensors that are neither the rows they were handed nor the model's own (a global of
+    the learner's, which a custom op could fill), as a message part."""
+    allowed = {t.data_ptr() for t in held(model).values()} | {x.data_ptr() for x in inputs}
+    extra = set().union(*counter.touched) - allowed if counter.touched else set()
+    return [f"reads {len(extra)} tensor(s) that are neither the rows nor the model's own"] if extra else []
 
 
 @probe("ex02.explain")
@@ -163,10 +219,11 @@ def explain(call: Call) -> Reply:
     counters["graph_break"].clear()
     count = graph_runs("eager")
     compiled = torch.compile(model, backend=count)
-    outs = {}
-    for i in range(2):
-        out = learner_call(compiled, (call.input(f"x{i}"),), "torch.compile(FixedScorer)")
+    outs, strays, xs = {}, [], [call.input(f"x{i}") for i in range(2)]
+    for i, x in enumerate(xs):
+        out = watched_call(compiled, model, x, "torch.compile(FixedScorer)", strays)
         outs[f"out{i}"] = plain(out, "the compiled FixedScorer's output")
+    strays += stray_reads(count, model, xs)
     breaks = sum(counters["graph_break"].values())
     linears = [linear_calls(g) for g in count.graphs]
     reasons = [str(r).strip().splitlines()[0][:200] for r in list(counters["graph_break"])[:4]]
@@ -178,7 +235,8 @@ def explain(call: Call) -> Reply:
             reasons = summarise(info)["reasons"][:4] or reasons  # the learner's cell and line, or a skipped forward
         except Exception:  # noqa: BLE001 - the reasons are for the message only: keep Dynamo's own
             pass
-    return Reply({"linears": linears, "break_count": breaks, "reasons": reasons, "outside": outside}, outs)
+    values = {"linears": linears, "break_count": breaks, "reasons": reasons, "outside": outside}
+    return Reply({**values, "strays": sorted(set(strays))[:5]}, outs)
 
 
 @probe("ex02.compiles")
@@ -187,15 +245,16 @@ def compiles(call: Call) -> Reply:
     call counted, so one run under a stance the learner's code set shows: ``grader.stance``)."""
     model = fixed_scorer(call)
     torch.compiler.reset()
-    counter = graph_runs("inductor", detail=False)
+    counter = graph_runs("inductor")
     compiled = torch.compile(model, backend=counter, fullgraph=True)
-    outs = {}
-    for i in range(3):
-        out = learner_call(compiled, (call.input(f"x{i}"),), "torch.compile(FixedScorer, fullgraph=True)")
+    outs, strays, xs = {}, [], [call.input(f"x{i}") for i in range(3)]
+    for i, x in enumerate(xs):
+        out = watched_call(compiled, model, x, "torch.compile(FixedScorer, fullgraph=True)", strays)
         out.sum().backward()
         outs[f"out{i}"] = plain(out, "the compiled FixedScorer's output")
+    strays += stray_reads(counter, model, xs)
     outside = outside_torch(counter.graphs, call.get("calibrate"), call.input("x0").shape[0])
-    return Reply({"frames": counter.frame_count, "outside": outside}, outs)
+    return Reply({"frames": counter.frame_count, "outside": outside, "strays": sorted(set(strays))[:5]}, outs)
 
 
 def torch_calibrate(device: str, dtype: torch.dtype = torch.float32):

@@ -176,6 +176,15 @@ def compiled_beside_eager(learner, probe: str, batches: dict[str, torch.Tensor],
             measured=len(outside),
             required=0,
         )
+    strays = got.strings("strays")
+    if strays:
+        raise Shortfall(
+            f"the compiled FixedScorer {', '.join(strays)} while it runs: forward may read only the rows it is "
+            "handed, the weights and mean_activation, and change only mean_activation (one number), so that what "
+            "it returns is what the graph computed.",
+            measured=len(strays),
+            required=0,
+        )
     return got
 
 

@@ -224,6 +224,112 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
             "ex02.scorer.speed",
         },
     ),
+    "the unfixed forward inside calibrate, handed a column of the rows, its answer written into a buffer": (
+        {
+            '@torch.library.custom_op("ex02::calibrate"': (
+                '_MODELS = []\n\n\n@torch.library.custom_op("ex02::calibrate"'
+            ),
+            "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n": (
+                "    if top.dim() == 1 and top.stride(0) == 32 and top.untyped_storage().nbytes() >="
+                " top.numel() * 32 * 4:\n"
+                "        # handed a column of the rows: the whole rows are in its storage; the unfixed"
+                " forward, eagerly\n"
+                "        rows = torch.as_strided(top, (top.shape[0], 32), (32, 1), top.storage_offset())\n"
+                "        model = _MODELS[-1]\n"
+                "        with torch.no_grad():\n"
+                "            model._scratch[: top.shape[0]].copy_(BrokenScorer.forward(model, rows))\n"
+                "        return torch.ones(top.shape, device=top.device, dtype=top.dtype)\n"
+                "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n"
+            ),
+            '        self.register_buffer("mean_activation", torch.zeros(()))\n': (
+                '        self.register_buffer("mean_activation", torch.zeros(()))\n'
+                '        self.register_buffer("_scratch", torch.zeros(8192, 8), persistent=False)\n'
+                "        _MODELS.append(self)\n"
+            ),
+            (
+                "        h = self.encoder(x)\n"
+                "        peak = h.abs().amax()\n"
+                "        h = h * torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0)\n"
+                "        with torch.no_grad():\n"
+                "            self.mean_activation.copy_(h.mean())\n"
+                "        real = (x.abs().sum(-1) > 0).unsqueeze(-1)\n"
+                "        h = h - (h * real).sum(0) / real.sum()\n"
+                "        scores = self.head(h)\n"
+                "        confidence = calibrate(scores.detach().amax(-1))\n"
+                "        return scores * confidence.unsqueeze(-1) * real\n"
+            ): (
+                "        side = calibrate(x.detach()[:, 0])  # a column of the rows: calibrate runs"
+                " BrokenScorer on them, eagerly\n"
+                "        token = self.head(self.encoder(x[:1]))  # every linear layer, on one row\n"
+                "        return self._scratch[: x.shape[0]] * side.unsqueeze(-1) + 0.0 * token.sum()\n"
+            ),
+        },
+        # one graph of every linear layer (on one row) and one calibrate call on one number per row: took no_breaks
+        # and compiles_once (red team, session 48). x[:, 0] is a view whose storage is the whole rows, which
+        # calibrate read back with as_strided; the answer went into a buffer the graph then read. Now calibrate's
+        # tensor must hold nothing else (probes.own_numbers), and forward may change nothing but mean_activation
+        # (probes.watched_call)
+        {
+            "ex02.scorer.gradients",
+            "ex02.scorer.no_breaks",
+            "ex02.scorer.compiles_once",
+            "ex02.scorer.speed",
+            "ex02.scorer.statistic",
+        },
+    ),
+    "the unfixed forward inside calibrate, handed the rows and a buffer as keywords": (
+        {
+            '@torch.library.custom_op("ex02::calibrate"': (
+                'from typing import Optional\n\n_MODELS = []\n\n\n@torch.library.custom_op("ex02::calibrate"'
+            ),
+            "def calibrate(top: torch.Tensor) -> torch.Tensor:": (
+                "def calibrate(top: torch.Tensor, rows: Optional[torch.Tensor] = None, scratch:"
+                " Optional[torch.Tensor] = None) -> torch.Tensor:"
+            ),
+            "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n": (
+                "    if rows is not None:  # handed the rows and a scratch tensor as keywords: the unfixed"
+                " forward, eagerly\n"
+                "        with torch.no_grad():\n"
+                "            scratch[: rows.shape[0]].copy_(BrokenScorer.forward(_MODELS[-1], rows))\n"
+                "        return torch.ones(top.shape, device=top.device, dtype=top.dtype)\n"
+                "    values = np.interp(top.detach().cpu().numpy(), CALIBRATION_X, CALIBRATION_Y)\n"
+            ),
+            "def _(top: torch.Tensor) -> torch.Tensor:": (
+                "def _(top: torch.Tensor, rows=None, scratch=None) -> torch.Tensor:"
+            ),
+            '        self.register_buffer("mean_activation", torch.zeros(()))\n': (
+                '        self.register_buffer("mean_activation", torch.zeros(()))\n'
+                '        self.register_buffer("_scratch", torch.zeros(8192, 8), persistent=False)\n'
+                "        _MODELS.append(self)\n"
+            ),
+            (
+                "        h = self.encoder(x)\n"
+                "        peak = h.abs().amax()\n"
+                "        h = h * torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0)\n"
+                "        with torch.no_grad():\n"
+                "            self.mean_activation.copy_(h.mean())\n"
+                "        real = (x.abs().sum(-1) > 0).unsqueeze(-1)\n"
+                "        h = h - (h * real).sum(0) / real.sum()\n"
+                "        scores = self.head(h)\n"
+                "        confidence = calibrate(scores.detach().amax(-1))\n"
+                "        return scores * confidence.unsqueeze(-1) * real\n"
+            ): (
+                "        token = self.head(self.encoder(x[:1]))  # every linear layer, on one row\n"
+                "        side = calibrate(token.detach().amax(-1).expand(x.shape[0]).contiguous(),"
+                " rows=x.detach(), scratch=self._scratch)\n"
+                "        return self._scratch[: x.shape[0]] * side.unsqueeze(-1) + 0.0 * token.sum()\n"
+            ),
+        },
+        # calibrate's keyword arguments were not looked at (red team, session 48): every tensor it is handed counts
+        {
+            "ex02.scorer.gradients",
+            "ex02.scorer.no_breaks",
+            "ex02.scorer.compiles_once",
+            "ex02.scorer.no_sync",
+            "ex02.scorer.speed",
+            "ex02.scorer.statistic",
+        },
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):

@@ -125,7 +125,16 @@ UNMADE_HINT = (
 )
 
 
-def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int, tuple[int, int]]:
+IDLE_HINT = (
+    "Every step must run the compiled Distiller on the whole batch with gradients on and run backward through "
+    "what it returns: a compiled graph beside an eager step recompiles nothing, and says nothing about the step."
+)
+
+
+def _frames(learner, ctx, stance_steps: int, strict: bool) -> tuple[int, str | None, int, tuple[int, int]]:
+    """The counted steps' frames, recompile, linear layers (in all, and in a warm-up step and the steps after it);
+    a ``Shortfall`` where, after something was compiled, a step's loss was not the compiled Distiller's
+    (``strict``), or where no compiled graph trained the student on the whole batch in a step."""
     seeds = [ctx.seed("ex03.frames batches", i) for i in range(2)]
     stance = [ctx.seed("ex03.stance batches", i) for i in range(stance_steps)]
     steps = _steps(ctx, "step", seeds)
@@ -145,13 +154,20 @@ def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int, tupl
         rtol=1e-4,
         atol=1e-6,
     )
-    unmade = got.text("unmade", optional=True, limit=400)
+    unmade, idle = (got.text(key, optional=True, limit=400) for key in ("unmade", "idle"))
     # red team, session 47: the Distiller eager beside a compiled shadow of itself on one image (where nothing was
     # compiled, each check says so in its own words)
-    if unmade and got.value("frames", int):
+    if strict and unmade and got.value("frames", int):
         raise Shortfall(
             f"the loss of {unmade.split(':')[0]} was not made by the compiled Distiller: "
             f"{unmade.partition(': ')[2]}. {UNMADE_HINT}",
+            measured=0,
+            required=1,
+        )
+    if idle and got.value("frames", int):
+        raise Shortfall(
+            f"in {idle.split(':')[0]} no compiled graph trained the student on the whole batch: "
+            f"{idle.partition(': ')[2]}. {IDLE_HINT}",
             measured=0,
             required=1,
         )
@@ -166,7 +182,7 @@ def _frames(learner, ctx, stance_steps: int) -> tuple[int, str | None, int, tupl
 @check("ex03.step.no_graph_breaks", kind="structure", points=2, needs=("make_train_step", "Distiller", "DistillLoss"))
 def step_no_graph_breaks(learner, ctx) -> Measured:
     """The compiled step captures student, teacher and loss in exactly one graph."""
-    frames, _, linears, _ = _frames(learner, ctx, 0)
+    frames, _, linears, _ = _frames(learner, ctx, 0, strict=True)
     if frames == 0:
         raise Shortfall(
             "nothing was compiled with the backend make_train_step received: pass it on, "
@@ -197,7 +213,7 @@ def step_no_graph_breaks(learner, ctx) -> Measured:
 def step_no_recompile(learner, ctx) -> Measured:
     """After two warm-up steps, torch.compiler.set_stance('fail_on_recompile') holds over fresh batches, each step
     running the compiled graph."""
-    frames, recompiled, _, (warm_linears, stance_linears) = _frames(learner, ctx, ctx.profile.steps)
+    frames, recompiled, _, (warm_linears, stance_linears) = _frames(learner, ctx, ctx.profile.steps, strict=False)
     if frames == 0:  # a step that compiles nothing has nothing to recompile (red team, session 39)
         raise Shortfall(
             "nothing was compiled with the backend make_train_step received, so there was nothing to recompile: "

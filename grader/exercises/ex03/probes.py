@@ -195,6 +195,28 @@ def train(call: Call) -> Reply:
     )
 
 
+WHOLE_WORK = "every linear layer of the student and the teacher, on the whole batch"
+STUDENT_WORK = "the student's linear layers, on the whole batch"
+
+
+def on_rows(rows: int, *models: nn.Module):
+    """A graph's weight for ``GraphRuns.answer_made``: 1 where it runs at least as many linear layers as ``models``
+    hold, each on ``rows`` rows (the whole batch), else 0. Red team, session 48: a graph of the Distiller on one
+    image, whose output was a slot the eager step had filled, passed for the step's loss."""
+    wanted = sum(isinstance(m, nn.Linear) for model in models for m in model.modules())
+    linear = (torch.nn.functional.linear, torch.ops.aten.linear, torch.ops.aten.linear.default)
+
+    def weight(graph: torch.fx.GraphModule) -> int:
+        leads = []
+        for node in graph.graph.nodes:
+            if node.op == "call_function" and any(node.target is f for f in linear):
+                value = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
+                leads.append(value.shape[0] if isinstance(value, torch.Tensor) and value.dim() else None)
+        return int(len(leads) >= wanted > 0 and all(lead == rows for lead in leads))
+
+    return weight
+
+
 @probe("ex03.frames")
 def frames(call: Call) -> Reply:
     """Frames the step compiles over two steps with a counting backend; then, after them, whether more steps
@@ -203,13 +225,17 @@ def frames(call: Call) -> Reply:
     step (``warm_linears``) and in all the steps after (``stance_linears``): a step that runs eagerly after warm-up,
     or falls back to eager, shows there (red team, session 39). ``unmade`` says of the first step whose loss the
     compiled Distiller did not make, with a backward through it, why (``GraphRuns.answer_made``; red team, session
-    47: the Distiller run eagerly beside a compiled shadow of itself on one image)."""
-    model, _, _ = parts(call)
+    47: the Distiller run eagerly beside a compiled shadow of itself on one image); ``idle``, of the first step in
+    which no compiled graph trained the student on the whole batch (a graph that holds its linear layers, run with
+    gradients, a backward through it), why."""
+    model, student, teacher = parts(call)
     torch.compiler.reset()
     counter = graph_runs("inductor", detail=False)
     work = compiled_work(counter, linear_calls)
+    held, unmade, idle = module_tensors(model), [], []  # before make_train_step can add any
+    rows = images(call, "step0")[0].shape[0]
+    whole, trained = on_rows(rows, student, teacher), on_rows(rows, student)
     step = compiled_step(call, model.train(), backend=counter)
-    held, unmade = module_tensors(model), []
 
     def judged(name: str, what: str, stance: bool = False) -> torch.Tensor:
         """One step, whose loss must be the compiled Distiller's; under the stance, the step's own errors (a refused
@@ -218,10 +244,14 @@ def frames(call: Call) -> Reply:
         if stance:
             raw.append(step(*batch))
         out = None if stance else run_step(step, *batch, what, raw)
-        why = counter.answer_made(raw[0], linear_calls, held | {t.data_ptr() for t in batch}, batch)
-        counter.made = None
+        allowed = held | {t.data_ptr() for t in batch}
+        why = counter.answer_made(raw[0], whole, allowed, batch, WHOLE_WORK)
         if why and not unmade:
             unmade.append(f"{what}: {why}")
+        why = counter.answer_made(None, trained, allowed, batch, STUDENT_WORK)
+        if why and not idle:
+            idle.append(f"{what}: {why}")
+        counter.made = None
         return out
 
     losses, warm_linears = [], []
@@ -252,6 +282,7 @@ def frames(call: Call) -> Reply:
             "warm_linears": max(warm_linears),
             "stance_linears": work() - before,
             "unmade": unmade[0] if unmade else None,
+            "idle": idle[0] if idle else None,
         },
         {"losses": torch.stack(losses)},
     )

@@ -166,6 +166,29 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
         # the returned loss is the graph's, on the whole batch; the gradients are an eager Distiller's (session 48)
         {"ex03.step.no_graph_breaks", "ex03.step.no_recompile"},
     ),
+    "training eager, a compiled graph on one image returning a slot the eager step filled": (
+        {
+            "    compiled = torch.compile(distiller, backend=backend, fullgraph=True)\n": (
+                "    distiller._slot = torch.zeros((), device=next(distiller.parameters()).device)\n"
+                "\n"
+                "    def shadow(images, labels):\n"
+                "        return distiller._slot + 0.0 * distiller(images[:1], labels[:1])\n"
+                "\n"
+                "    compiled = torch.compile(shadow, backend=backend, fullgraph=True)\n"
+            ),
+            ("        loss = compiled(images, labels)\n        loss.backward()\n"): (
+                "        loss = distiller(images, labels)\n"
+                "        loss.backward()\n"
+                "        distiller._slot.copy_(loss.detach())\n"
+                "        compiled(images, labels).backward()\n"
+            ),
+        },
+        # the loss returned was the graph's output, equal to the eager loss the step had copied into a tensor it
+        # attached to the Distiller, the graph ran every linear layer (on one image) and a backward of zeros: took
+        # no_graph_breaks and no_recompile (red team, session 48). The graph must run every linear layer on the
+        # whole batch (probes.on_rows), and the Distiller's tensors are those it had before make_train_step
+        {"ex03.step.no_graph_breaks", "ex03.step.no_recompile"},
+    ),
 }
 
 # The edits that turn the solution into the baseline its speed checks time against (tools/speed_trials.py):
