@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from typing import Any
 
@@ -203,6 +203,26 @@ def update_inputs(opt: Any) -> set[int]:
     return ptrs
 
 
+@contextmanager
+def backward_seen(backend: OutsideWrites, params: list[torch.Tensor]) -> Iterator[None]:
+    """While it is open, every ``torch.autograd.backward`` (``loss.backward()`` calls it) hands ``backend`` the
+    parameters' gradients when it returns. Kept from Dynamo (``torch._dynamo.disable``), where ``loss.backward()``
+    breaks the graph anyway; hooks on the parameters or the model's output would change what Dynamo compiles."""
+    original = torch.autograd.backward
+
+    @torch._dynamo.disable
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        backend.keep_grads(params)
+        return out
+
+    torch.autograd.backward = backward
+    try:
+        yield
+    finally:
+        torch.autograd.backward = original
+
+
 class OutsideWrites:
     """A backend that runs ``backend`` and counts, in ``.outside``, the times the watched tensors (``watch``: a
     model's parameters, then AdamW's running averages too) were found changed outside a compiled graph: looked at
@@ -217,6 +237,14 @@ class OutsideWrites:
         self.outside = 0
         self.optimizer: Any = None  # set: each run of a graph holding the update must read only update_inputs
         self.foreign_reads = 0
+        self.backward_grads: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(param): (param, its grad then)
+        self.grads_changed = 0
+
+    def keep_grads(self, params: list[torch.Tensor]) -> None:
+        """Keep each parameter's gradient as backward left it (``backward_seen`` calls this), for the update graphs to
+        be handed those and nothing else (red team, session 48: AdamW by hand, eagerly, its new parameters written
+        into the gradients, which the compiled graph copied into the parameters)."""
+        self.backward_grads = {id(p): (p, p.grad.detach().clone()) for p in params if isinstance(p.grad, torch.Tensor)}
 
     def watch(self, tensors: list[torch.Tensor]) -> None:
         self.watched = list(tensors)
@@ -241,6 +269,10 @@ class OutsideWrites:
             if update and self.optimizer is not None:
                 read = {a.data_ptr() for a in (*args, *gm.parameters(), *gm.buffers()) if isinstance(a, torch.Tensor)}
                 self.foreign_reads += bool(read - update_inputs(self.optimizer))
+                self.grads_changed += not self.backward_grads or any(
+                    isinstance(p.grad, torch.Tensor) and not torch.equal(p.grad, then)
+                    for p, then in self.backward_grads.values()
+                )
             try:
                 return compiled(*args)
             finally:
@@ -414,9 +446,10 @@ def train_frames(call: Call) -> Reply:
     eager_writes: list[int] = []
     averages_moved: list[int] = []
     foreign_reads: list[int] = []
+    grads_changed: list[int] = []
     moved = AveragesMoved()
 
-    with eager_adam_updates() as eager_calls:
+    with eager_adam_updates() as eager_calls, ExitStack() as seen:
 
         def after_step(i: int, model: nn.Module, opt: Any) -> None:
             frames.append(count.frame_count)
@@ -429,9 +462,12 @@ def train_frames(call: Call) -> Reply:
             eager_updates.append(len(eager_calls) - sum(eager_updates))
             eager_writes.append(backend.outside - sum(eager_writes))
             foreign_reads.append(backend.foreign_reads - sum(foreign_reads))
+            grads_changed.append(backend.grads_changed - sum(grads_changed))
+            backend.backward_grads = {}  # each step's update must follow a backward of its own
 
         def on_model(model: nn.Module) -> None:
             backend.watch(list(model.parameters()))
+            seen.enter_context(backward_seen(backend, list(model.parameters())))
 
         def on_optimizer(opt: Any) -> None:
             backend.optimizer = opt
@@ -447,6 +483,7 @@ def train_frames(call: Call) -> Reply:
             "eager_writes": eager_writes,
             "averages_moved": averages_moved,
             "foreign_reads": foreign_reads,
+            "grads_changed": grads_changed,
         },
         {"losses": torch.stack(losses)},
     )

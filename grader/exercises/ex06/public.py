@@ -346,8 +346,8 @@ def expect_update_compiled(got, steps: int, what: str) -> None:
     eagerly, then a compiled out-of-place addcmul of every parameter under no_grad, had passed both recompile checks
     with float rates; session 47: AdamW by hand into copies, copied into the parameters by a compiled graph)."""
     eager, writes, moved = got.ints("eager_updates"), got.ints("eager_writes"), got.ints("averages_moved")
-    reads = got.ints("foreign_reads")
-    if len(eager) != steps or len(writes) != steps or len(moved) != steps or len(reads) != steps:
+    reads, grads = got.ints("foreign_reads"), got.ints("grads_changed")
+    if any(len(counts) != steps for counts in (eager, writes, moved, reads, grads)):
         from grader.protocol import ProtocolError
 
         raise ProtocolError("probe ex06.train_frames answered with the wrong number of eager-update counts")
@@ -373,6 +373,14 @@ def expect_update_compiled(got, steps: int, what: str) -> None:
             "and the learning rates: values computed outside the graph and copied in, not AdamW's update "
             "computed by it. Call optimizer.step() and scheduler.step() inside the function compiled with "
             "torch.compile(..., backend=backend). " + STEP_HINT
+        )
+    changed = [i + 1 for i in range(steps) if grads[i]]
+    if changed:  # session 48: AdamW by hand, the new parameters written into the gradients, copied in by a graph
+        raise AssertionError(
+            f"{what}: at step {changed[0]} (and {len(changed) - 1} other(s) of {steps}) the gradients had changed "
+            "between backward and the compiled graph that updates the parameters: that graph must be handed the "
+            "gradients backward computed, and compute AdamW's update from them. Call optimizer.step() and "
+            "scheduler.step() inside the function compiled with torch.compile(..., backend=backend). " + STEP_HINT
         )
     still = [i + 1 for i in range(steps) if not moved[i]]
     if still:
