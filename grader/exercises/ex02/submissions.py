@@ -4,6 +4,20 @@ the learner kit."""
 
 from __future__ import annotations
 
+# The solution's whole FixedScorer.forward body, which some wrong submissions replace.
+FIXED_FORWARD = (
+    "        h = self.encoder(x)\n"
+    "        peak = h.abs().amax()\n"
+    "        h = h * torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0)\n"
+    "        with torch.no_grad():\n"
+    "            self.mean_activation.copy_(h.mean())\n"
+    "        real = (x.abs().sum(-1) > 0).unsqueeze(-1)\n"
+    "        h = h - (h * real).sum(0) / real.sum()\n"
+    "        scores = self.head(h)\n"
+    "        confidence = calibrate(scores.detach().amax(-1))\n"
+    "        return scores * confidence.unsqueeze(-1) * real\n"
+)
+
 WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
     "one break left (a print)": (
         {
@@ -246,18 +260,7 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
                 '        self.register_buffer("_scratch", torch.zeros(8192, 8), persistent=False)\n'
                 "        _MODELS.append(self)\n"
             ),
-            (
-                "        h = self.encoder(x)\n"
-                "        peak = h.abs().amax()\n"
-                "        h = h * torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0)\n"
-                "        with torch.no_grad():\n"
-                "            self.mean_activation.copy_(h.mean())\n"
-                "        real = (x.abs().sum(-1) > 0).unsqueeze(-1)\n"
-                "        h = h - (h * real).sum(0) / real.sum()\n"
-                "        scores = self.head(h)\n"
-                "        confidence = calibrate(scores.detach().amax(-1))\n"
-                "        return scores * confidence.unsqueeze(-1) * real\n"
-            ): (
+            FIXED_FORWARD: (
                 "        side = calibrate(x.detach()[:, 0])  # a column of the rows: calibrate runs"
                 " BrokenScorer on them, eagerly\n"
                 "        token = self.head(self.encoder(x[:1]))  # every linear layer, on one row\n"
@@ -302,18 +305,7 @@ WRONG: dict[str, tuple[dict[str, str], set[str]]] = {
                 '        self.register_buffer("_scratch", torch.zeros(8192, 8), persistent=False)\n'
                 "        _MODELS.append(self)\n"
             ),
-            (
-                "        h = self.encoder(x)\n"
-                "        peak = h.abs().amax()\n"
-                "        h = h * torch.where(peak > MAX_ACTIVATION, MAX_ACTIVATION / peak, 1.0)\n"
-                "        with torch.no_grad():\n"
-                "            self.mean_activation.copy_(h.mean())\n"
-                "        real = (x.abs().sum(-1) > 0).unsqueeze(-1)\n"
-                "        h = h - (h * real).sum(0) / real.sum()\n"
-                "        scores = self.head(h)\n"
-                "        confidence = calibrate(scores.detach().amax(-1))\n"
-                "        return scores * confidence.unsqueeze(-1) * real\n"
-            ): (
+            FIXED_FORWARD: (
                 "        token = self.head(self.encoder(x[:1]))  # every linear layer, on one row\n"
                 "        side = calibrate(token.detach().amax(-1).expand(x.shape[0]).contiguous(),"
                 " rows=x.detach(), scratch=self._scratch)\n"
