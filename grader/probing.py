@@ -396,7 +396,10 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
             def allowed_arg(a: torch.Tensor) -> bool:
                 if a.data_ptr() in allowed:
                     return True
-                return any(a.shape == x.shape and a.dtype == x.dtype and torch.equal(a, x) for x in inputs)
+                return any(
+                    a.shape == x.shape and a.dtype == x.dtype and a.device == x.device and torch.equal(a, x)
+                    for x in inputs
+                )
 
             def why_not(run: dict[str, Any]) -> str | None:
                 if weight(self.graphs[run["index"]]) <= 0:

@@ -211,8 +211,11 @@ def on_rows(rows: int, *models: nn.Module):
         for node in graph.graph.nodes:
             if node.op == "call_function" and any(node.target is f for f in linear):
                 value = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
-                leads.append(value.shape[0] if isinstance(value, torch.Tensor) and value.dim() else None)
-        return int(len(leads) >= wanted > 0 and all(lead == rows for lead in leads))
+                lead = value.shape[0] if isinstance(value, torch.Tensor) and value.dim() else None
+                if isinstance(lead, torch.SymInt):  # a dynamic batch: the size it was traced with
+                    lead = getattr(lead.node, "hint", None)
+                leads.append(lead)
+        return int(len(leads) >= wanted > 0 and all(isinstance(lead, int) and lead == rows for lead in leads))
 
     return weight
 
