@@ -272,11 +272,16 @@ def foreign_calls(graph: torch.fx.GraphModule) -> list[str]:
     return found
 
 
+def linear_nodes(graph: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """A Dynamo graph's calls of torch's own linear layer (``F.linear``, ``aten.linear``), by identity."""
+    linear = (torch.nn.functional.linear, torch.ops.aten.linear, torch.ops.aten.linear.default)
+    return [n for n in graph.graph.nodes if n.op == "call_function" and any(n.target is f for f in linear)]
+
+
 def linear_calls(graph: torch.fx.GraphModule) -> int:
     """How many linear layers a Dynamo graph calls (a graph a counting backend kept): a token compile has none, nor
     does a custom operator or a function of the learner's named like one."""
-    linear = (torch.nn.functional.linear, torch.ops.aten.linear, torch.ops.aten.linear.default)
-    return sum(1 for n in graph.graph.nodes if n.op == "call_function" and any(n.target is f for f in linear))
+    return len(linear_nodes(graph))
 
 
 def op_calls(graph: torch.fx.GraphModule, names: tuple[str, ...]) -> int:
@@ -426,14 +431,22 @@ def graph_runs(backend: Any, *, detail: bool = True) -> Any:
     return GraphRuns()
 
 
-def module_tensors(module: Any) -> set[int]:
-    """The data pointers of every tensor a module holds: parameters, buffers and plain tensor attributes of it and
-    its submodules (what a compiled graph of it may read besides the call's inputs)."""
+def named_tensors(module: Any) -> dict[str, torch.Tensor]:
+    """Every tensor a module holds, by name: parameters, buffers and plain tensor attributes of it and its
+    submodules (what a compiled graph of it may read besides the call's inputs)."""
     if not isinstance(module, torch.nn.Module):
-        return set()
-    held = [*module.parameters(), *module.buffers()]
-    held += [v for m in module.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
-    return {t.data_ptr() for t in held}
+        return {}
+    found = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    for prefix, sub in module.named_modules():
+        for key, value in vars(sub).items():
+            if isinstance(value, torch.Tensor):
+                found.setdefault(f"{prefix}.{key}".lstrip("."), value)
+    return found
+
+
+def module_tensors(module: Any) -> set[int]:
+    """The data pointers of ``named_tensors(module)``."""
+    return {t.data_ptr() for t in named_tensors(module).values()}
 
 
 def compiled_work(counter: Any, weight: Callable[[torch.fx.GraphModule], int]) -> Callable[[], int]:

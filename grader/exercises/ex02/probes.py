@@ -18,6 +18,8 @@ from grader.probing import (
     graph_runs,
     learner_call,
     linear_calls,
+    module_tensors,
+    named_tensors,
     ordinal,
     plain,
     probe,
@@ -168,23 +170,12 @@ def outside_torch(graphs: list[torch.fx.GraphModule], op: object, rows: int) -> 
     return found[:5]
 
 
-def held(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Every tensor a model holds, by name: parameters, buffers and plain tensor attributes of it and its
-    submodules."""
-    found = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    for prefix, module in model.named_modules():
-        for key, value in vars(module).items():
-            if isinstance(value, torch.Tensor):
-                found.setdefault(f"{prefix}.{key}".lstrip("."), value)
-    return found
-
-
 def watched_call(compiled: Any, model: nn.Module, x: torch.Tensor, what: str, strays: list[str]) -> Any:
     """``compiled(x)``, adding to ``strays`` what it changed that forward may not: any tensor the model holds but a
     one-number ``mean_activation``, or the rows it was handed. Red team, session 48: ``calibrate`` wrote the unfixed
     forward's answer into a buffer of the model, which the graph then read, outside the one number per row it
     returned."""
-    tensors = held(model)
+    tensors = named_tensors(model)
     before = {name: t.detach().clone() for name, t in tensors.items()}
     rows = x.detach().clone()
     out = learner_call(compiled, (x,), what)
@@ -199,7 +190,7 @@ def watched_call(compiled: Any, model: nn.Module, x: torch.Tensor, what: str, st
 def stray_reads(counter: Any, model: nn.Module, inputs: list[torch.Tensor]) -> list[str]:
     """The graphs' reads of tensors that are neither the rows they were handed nor the model's own (a global of
     the learner's, which a custom op could fill), as a message part."""
-    allowed = {t.data_ptr() for t in held(model).values()} | {x.data_ptr() for x in inputs}
+    allowed = module_tensors(model) | {x.data_ptr() for x in inputs}
     extra = set().union(*counter.touched) - allowed if counter.touched else set()
     return [f"reads {len(extra)} tensor(s) that are neither the rows nor the model's own"] if extra else []
 

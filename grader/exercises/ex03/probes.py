@@ -19,6 +19,7 @@ from grader.probing import (
     graph_runs,
     learner_call,
     linear_calls,
+    linear_nodes,
     module_tensors,
     plain,
     probe,
@@ -204,17 +205,15 @@ def on_rows(rows: int, *models: nn.Module):
     hold, each on ``rows`` rows (the whole batch), else 0. Red team, session 48: a graph of the Distiller on one
     image, whose output was a slot the eager step had filled, passed for the step's loss."""
     wanted = sum(isinstance(m, nn.Linear) for model in models for m in model.modules())
-    linear = (torch.nn.functional.linear, torch.ops.aten.linear, torch.ops.aten.linear.default)
 
     def weight(graph: torch.fx.GraphModule) -> int:
         leads = []
-        for node in graph.graph.nodes:
-            if node.op == "call_function" and any(node.target is f for f in linear):
-                value = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
-                lead = value.shape[0] if isinstance(value, torch.Tensor) and value.dim() else None
-                if isinstance(lead, torch.SymInt):  # a dynamic batch: the size it was traced with
-                    lead = getattr(lead.node, "hint", None)
-                leads.append(lead)
+        for node in linear_nodes(graph):
+            value = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
+            lead = value.shape[0] if isinstance(value, torch.Tensor) and value.dim() else None
+            if isinstance(lead, torch.SymInt):  # a dynamic batch: the size it was traced with
+                lead = getattr(lead.node, "hint", None)
+            leads.append(lead)
         return int(len(leads) >= wanted > 0 and all(isinstance(lead, int) and lead == rows for lead in leads))
 
     return weight
